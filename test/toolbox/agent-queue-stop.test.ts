@@ -13,7 +13,6 @@ import { RunJobIndex } from '../../operator/src/workers/run-job-index.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStateStore } from '../../operator/src/workers/run-state.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
-import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { commandsByName } from '../support/redis-command-stats.ts';
 
 const PREFIX = 'stopping';
@@ -21,7 +20,6 @@ let redisServer: RedisServerProcess;
 let redis: Redis;
 let queue: Queue<AgentJobData, void, AgentJobName>;
 let agent: AgentQueue;
-let states: RunStateStore;
 
 beforeAll(async () => {
   redisServer = await startRedisServer(process.env);
@@ -31,8 +29,7 @@ beforeAll(async () => {
   const sandboxes = new SandboxPool(() => {
     throw new Error('no sandbox is opened by stop()');
   });
-  states = new RunStateStore(redis, PREFIX, seal);
-  agent = new AgentQueue(queue, states, sandboxes, seal, redis, new RunJobIndex(redis, PREFIX));
+  agent = new AgentQueue(queue, new RunStateStore(redis, PREFIX, seal), sandboxes, seal, redis, new RunJobIndex(redis, PREFIX));
 });
 afterAll(async () => {
   await queue?.close();
@@ -149,31 +146,5 @@ describe('AgentQueue.stop', () => {
     } finally {
       await worker.close();
     }
-  });
-});
-
-describe('AgentQueue.stopKeepingState', () => {
-  it('removes every job of a working run but keeps its state, which the stop of its ending removes with the rest', async () => {
-    const uid = 'uid-kept';
-    const ref = { uid, namespace: 'team', name: `run-${uid}` };
-    const queued = await queueFinishedRun(uid);
-    // A run still working: its state (the commit it cloned, its step count) is in Redis.
-    const working = { ...run(uid), status: { phase: 'Running' } } as CodingRun;
-    await states.create({ ...startingState(ref, Date.now()), step: 6 });
-
-    expect(await agent.stopKeepingState(working)).toBe(0);
-    for (const id of queued) expect(await queue.getJobState(id), id).toBe('unknown');
-    expect((await states.load(ref))?.step, 'the state, as it was').toBe(6);
-    expect(await new RunJobIndex(redis, PREFIX).list(uid)).toEqual([]);
-    // Again (a teardown retried): nothing more goes.
-    expect(await agent.stopKeepingState(working)).toBe(0);
-    expect(await states.load(ref)).toBeDefined();
-
-    // Its ending stops it for good: nothing of the run is left.
-    await agent.step(ref, 6);
-    expect(await agent.stop(working)).toBe(0);
-    expect(await queue.getJobState(jobId.step(uid, 6))).toBe('unknown');
-    expect(await states.load(ref)).toBeUndefined();
-    expect(await keysOf(uid)).toEqual([]);
   });
 });

@@ -87,7 +87,7 @@ describe('decide: accepting a new run', () => {
     expect(types(decision)).toEqual([]);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(decision.status!.message).toMatch(
-      /the run is 1172 KiB as JSON, with its template, over the 1024 KiB a run may be.*shorten spec\.sandbox\.env/,
+      /the run is 1172 KiB as the API server stores it, with its template, over the 1024 KiB a run may be.*shorten spec\.sandbox\.env/,
     );
     expect(decision.status).not.toHaveProperty('template');
     // At the bound it is decided as any run.

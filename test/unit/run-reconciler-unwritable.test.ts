@@ -13,7 +13,6 @@ import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import type { RunEvent } from '../../operator/src/reconcile/decision.ts';
-import { NO_DIFF } from '../../operator/src/reconcile/kept-diff.ts';
 import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { MemoryCache } from '../support/memory-run-world.ts';
@@ -76,12 +75,7 @@ function cluster(runsAtStart: CodingRun[], pods: V1Pod[] = []) {
     configMapKeys: vi.fn(async () => undefined),
     secretKeysAndLabels: vi.fn(async () => undefined),
   };
-  const agent = {
-    ...idleAgent,
-    stop: vi.fn<RunAgent['stop']>(async () => 0),
-    stopKeepingState: vi.fn<RunAgent['stopKeepingState']>(async () => 0),
-    keepDiff: vi.fn<RunAgent['keepDiff']>(async () => NO_DIFF),
-  };
+  const agent = { ...idleAgent, stop: vi.fn<RunAgent['stop']>(async () => 0) };
   const woken: string[] = [];
   const reconciler = new RunReconciler({
     caches: {
@@ -182,7 +176,7 @@ describe('a running run padded past what the API server stores', () => {
     },
   });
 
-  it("loses its pod and its agent's jobs, but not the agent's state, when the status that cancels it cannot be written", async () => {
+  it('loses its pod and its agent when the status that cancels it cannot be written', async () => {
     const world = cluster([running], [sandboxPod]);
     await world.reconciler.reconcile('agents/fix');
     // The first look starts taking the diff; its end wakes the run, decided on with it.
@@ -191,36 +185,6 @@ describe('a running run padded past what the API server stores', () => {
     expect(world.kube.replaceRunStatus).toHaveBeenCalled();
     expect(world.kube.deletePod).toHaveBeenCalledWith('agents', 'fix-sandbox', 'pod-running');
     expect(world.pods.list()).toEqual([]);
-    expect(world.agent.stopKeepingState).toHaveBeenCalled();
-    expect(world.agent.stop, 'the stop that deletes its state (and so the commit its diff is against)').not.toHaveBeenCalled();
-  });
-
-  it('keeps its state through the teardown, says it ends once trimmed, and ends with its last snapshot before the state goes', async () => {
-    const { [CANCEL_ANNOTATION]: _cancel, ...annotations } = running.metadata.annotations!;
-    const world = cluster([{ ...running, metadata: { ...running.metadata, annotations } }], [sandboxPod]);
-    // The look that records the agent's start (SandboxReady) is a status write, refused.
-    await world.reconciler.reconcile('agents/fix');
-    expect(world.kube.replaceRunStatus).toHaveBeenCalled();
-    expect(world.pods.list()).toEqual([]);
-    expect(world.agent.stopKeepingState).toHaveBeenCalledTimes(1);
-    expect(world.agent.stop).not.toHaveBeenCalled();
-    const warning = world.events.find(({ event }) => event.type === 'Warning')?.event.message;
-    expect(warning).toContain('sandbox pod fix-sandbox was deleted');
-    expect(warning).toMatch(/its agent stopped, its state kept/);
-    expect(warning).toMatch(/ends once it is looked at again/);
-    expect(warning).toMatch(/spec\.continueFrom/);
-    expect(warning).not.toMatch(/looked at again once it is smaller/);
-
-    const trimmed = structuredClone(world.runs.get('agents', 'fix')!);
-    delete trimmed.metadata.labels;
-    world.runs.put(trimmed);
-    await world.reconciler.reconcile('agents/fix');
-    await vi.waitFor(() => expect(world.woken).toContain('agents/fix'));
-    // Its diff is the last snapshot's, taken while the state (the commit it is against) is still there.
-    expect(world.agent.keepDiff).toHaveBeenCalledWith(expect.anything(), { fromSandbox: false });
-    expect(world.agent.stop).not.toHaveBeenCalled();
-    await world.reconciler.reconcile('agents/fix');
-    expect(world.runs.get('agents', 'fix')?.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
-    expect(world.agent.stop, 'its ending removes the state, as any ending does').toHaveBeenCalled();
+    expect(world.agent.stop).toHaveBeenCalled();
   });
 });

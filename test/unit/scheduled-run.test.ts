@@ -126,7 +126,7 @@ describe('resolveScheduledRunSpec: the size of the merged run', () => {
     expect(resolved).toMatchObject({ ok: false, problem: { reason: 'InvalidRunSpec' } });
     const { message } = (resolved as { problem: { message: string } }).problem;
     expect(message).toMatch(
-      /^CodingRunTemplate big with spec\.runTemplate\.spec makes a run of 12\d\d KiB as JSON, over the 1024 KiB a run may be/,
+      /^CodingRunTemplate big with spec\.runTemplate\.spec makes a run of 12\d\d KiB as the API server stores it, over the 1024 KiB a run may be/,
     );
     expect(message).toMatch(/the largest fields: spec\.sandbox \(6\d\d KiB\), spec\.task \(293 KiB\), spec\.instructions \(293 KiB\)/);
   });

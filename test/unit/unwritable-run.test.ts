@@ -50,21 +50,6 @@ describe('unwritableRunTeardown', () => {
       [{ type: 'stopAgent' }],
     ],
     [
-      'a working run (Running, WaitingForApproval): its jobs go, its state stays for the ending that keeps its diff',
-      { observedPod: pod(), agentStarted: true, agentWorking: true },
-      [{ type: 'stopAgentKeepingState' }, { type: 'deletePod', name: 'a-sandbox', uid: 'pod-1' }],
-    ],
-    [
-      'a working run with no pod left: its state stays too',
-      { agentStarted: true, agentWorking: true },
-      [{ type: 'stopAgentKeepingState' }],
-    ],
-    [
-      'a run started by this reconcile but stored as Provisioning starts over: its state goes',
-      { answeredPod: { name: 'a-sandbox', uid: 'pod-2' }, agentStarted: true },
-      [{ type: 'stopAgent' }, { type: 'deletePod', name: 'a-sandbox', uid: 'pod-2' }],
-    ],
-    [
       'no pod left: its own policy goes',
       { networkPolicy: 'a-sandbox' },
       [{ type: 'stopAgent' }, { type: 'deleteNetworkPolicy', name: 'a-sandbox' }],
@@ -72,24 +57,6 @@ describe('unwritableRunTeardown', () => {
   ];
   it.each(cases)('%s', (_name, sandbox, actions) => {
     expect(unwritableRunTeardown(sandbox)).toEqual(actions);
-  });
-});
-
-describe('unwritableMessage', () => {
-  it('tells the author of a run not started that it is admitted again once smaller', () => {
-    const message = unwritableMessage(1500, ['a-sandbox']);
-    expect(message).toContain('sandbox pod a-sandbox was deleted and its agent stopped,');
-    expect(message).toMatch(/looked at again once it is smaller/);
-    expect(message).not.toMatch(/continueFrom/);
-  });
-
-  it('tells the author of a working run that it ends once trimmed, keeping its diff for spec.continueFrom', () => {
-    for (const message of [unwritableMessage(1500, ['a-sandbox'], true), unwritableMessage(1500, [], true)]) {
-      expect(message).toMatch(/its agent stopped, its state kept/);
-      expect(message).toMatch(/ends once it is looked at again, keeping its diff against the commit it started from/);
-      expect(message).toMatch(/spec\.continueFrom/);
-      expect(message).not.toMatch(/looked at again once it is smaller/);
-    }
   });
 });
 
@@ -103,5 +70,22 @@ describe('stillUnwritable', () => {
     ['being deleted', { generation: 1, bytes: 1_500_000, deleting: true }, false],
   ])('%s', (_name, run, still) => {
     expect(stillUnwritable(mark, run)).toBe(still);
+  });
+});
+
+describe('unwritableMessage', () => {
+  it('tells a run that never started that it is looked at again once trimmed', () => {
+    const message = unwritableMessage(1500, ['a-sandbox']);
+    expect(message).toMatch(/1500 KiB as the API server stores it/);
+    expect(message).toMatch(/looked at again once it is smaller/);
+    expect(message).not.toMatch(/cannot go on/);
+  });
+
+  it('tells a started run that its work cannot go on and ends once trimmed, without the commit continueFrom needs', () => {
+    // Its stop deleted the agent's state, the sign its running jobs heed: trimming ends it.
+    const message = unwritableMessage(1500, ['a-sandbox'], true);
+    expect(message).toMatch(/Its work cannot go on/);
+    expect(message).toMatch(/ends, keeping the diff of its last snapshot, without the commit spec\.continueFrom needs/);
+    expect(message).not.toMatch(/looked at again once it is smaller/);
   });
 });

@@ -3,13 +3,8 @@
 // is only a name; whatever happened, the current state is read again.
 import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import { runBytes } from '../reconcile/run-bytes.ts';
-import {
-  stillUnwritable,
-  unwritableMessage,
-  unwritableRunTeardown,
-  type UnwritableMark,
-  type UnwritableSandbox,
-} from '../reconcile/unwritable-run.ts';
+import { storedJsonBytes } from '../text/stored-json-bytes.ts';
+import { stillUnwritable, unwritableMessage, unwritableRunTeardown, type UnwritableMark } from '../reconcile/unwritable-run.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
@@ -173,7 +168,7 @@ const NO_FAIR_SHARE: FairShareView = { policies: new Map(), budgets: new Map(), 
 const startsAgent = (action: Action) => action.type === 'startAgent' || action.type === 'resumeAgent';
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
-const STOPPING = new Set<Action['type']>(['stopAgent', 'stopAgentKeepingState', 'deletePod', 'deleteNetworkPolicy']);
+const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
 
 /** How often a status write may meet a conflict before the key goes back to the queue. */
 const MAX_CONFLICT_RETRIES = 5;
@@ -187,7 +182,8 @@ const FINISHED_RECORD_RECHECK_MS = 10 * 60_000;
 const DIFF_TAKING_RECHECK_MS = 5_000;
 
 /** The run's size as its JSON (for a message; decide() refuses one too large by runBytes). */
-const jsonBytes = (run: CodingRun) => Buffer.byteLength(JSON.stringify(run), 'utf8');
+/** The run as the API server stores it (run-bytes.ts counts so too). */
+const jsonBytes = (run: CodingRun) => storedJsonBytes(run);
 const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
 
 /** A pod or policy at one of the run's derived names that is not the run's (the informers see only labelled ones). */
@@ -1234,11 +1230,8 @@ export class RunReconciler {
         run = await kube.replaceRunStatus(run, status);
       } catch (error) {
         if (!isTooLargeToStore(error)) throw error;
-        const phase = run.status?.phase;
-        return await this.tooLargeToWrite(run, sandbox, answered, {
-          agentStarted: (phase !== undefined && phase !== 'Pending') || decision.actions.some(startsAgent),
-          agentWorking: phase === 'Running' || phase === 'WaitingForApproval',
-        });
+        const agentStarted = run.status?.phase !== undefined && run.status.phase !== 'Pending';
+        return await this.tooLargeToWrite(run, sandbox, answered, agentStarted || decision.actions.some(startsAgent));
       }
       this.deps.metrics?.observePhases(addedTimings(timingsBefore, status.timings));
       if ((status.phase === 'Provisioning' || status.phase === 'Running') && !wasActive) this.admittedLocally.add(run.metadata.uid);
@@ -1283,10 +1276,9 @@ export class RunReconciler {
    * annotations, which no generation counts and nothing measures once a run is accepted). It can
    * get no phase, so its sandbox is taken down as a refused run's is (unwritable-run.ts): the pod
    * this reconcile created or claimed before the write that would have admitted the run, or the
-   * pod of a run that had started, and its agent (only the jobs of a run stored as working, not its
-   * state: that run ends once it can be written, keeping its diff against the commit the state
-   * names). Only then is its slot given back: a pod left up was counted by nothing, never
-   * reconciled again, and lived until its activeDeadlineSeconds, as many as its author padded runs. A teardown that fails fails the reconcile, retried with
+   * pod of a run that had started, and its agent. Only then is its slot given back: a pod left up
+   * was counted by nothing, never reconciled again, and lived until its activeDeadlineSeconds, as
+   * many as its author padded runs. A teardown that fails fails the reconcile, retried with
    * backoff while the slot is still held. The run gets a Warning Event (an Event is an object of
    * its own, stored whatever the run's size) and is looked at again once it may fit, or now and
    * then, not at every backoff with a request of its whole size.
@@ -1295,7 +1287,7 @@ export class RunReconciler {
     run: CodingRun,
     sandbox: Pick<ObservedRun, 'pod' | 'networkPolicyExists'>,
     answered: { pod?: PodSeen },
-    agent: Pick<UnwritableSandbox, 'agentStarted' | 'agentWorking'>,
+    agentStarted: boolean,
   ): Promise<{ run: CodingRun; requeueAfterMs: number }> {
     const { namespace, name, uid } = run.metadata;
     const key = `${namespace}/${name}`;
@@ -1305,7 +1297,7 @@ export class RunReconciler {
       ...(answeredPod?.name ? { answeredPod: { name: answeredPod.name, ...(answeredPod.uid ? { uid: answeredPod.uid } : {}) } } : {}),
       ...(this.freshPodsSent.get(key) === uid ? { createSent: sandboxPodName(run) } : {}),
       ...(sandbox.networkPolicyExists ? { networkPolicy: networkPolicyName(run) } : {}),
-      ...agent,
+      agentStarted,
     });
     for (const action of teardown) {
       this.beforeWrite();
@@ -1319,8 +1311,7 @@ export class RunReconciler {
     const stored = cached?.metadata.uid === uid ? cached : run;
     this.unwritable.set(uid, { generation: stored.metadata.generation, bytes: runBytes(stored) });
     const podsDeleted = teardown.flatMap((action) => (action.type === 'deletePod' ? [action.name] : []));
-    const stateKept = teardown.some((action) => action.type === 'stopAgentKeepingState');
-    const message = unwritableMessage(Math.ceil(jsonBytes(run) / 1024), podsDeleted, stateKept);
+    const message = unwritableMessage(Math.ceil(jsonBytes(run) / 1024), podsDeleted, agentStarted);
     this.deps.logger.warn({ ...runLogFields(run), podsDeleted }, message);
     await this.deps.events.record(run, { type: 'Warning', reason: REASONS.InvalidSpec, message }).catch(() => undefined);
     return { run, requeueAfterMs: TOO_LARGE_RECHECK_MS };
@@ -1423,9 +1414,6 @@ export class RunReconciler {
         return run;
       case 'stopAgent':
         await agent.stop(run);
-        return run;
-      case 'stopAgentKeepingState':
-        await agent.stopKeepingState(run);
         return run;
       case 'deleteRun':
         // Recorded first (apply() did): a run deleted unrecorded would run again when a GitOps tool re-applies it.

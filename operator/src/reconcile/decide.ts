@@ -271,7 +271,7 @@ function refuseTooLarge(run: CodingRun, bytes: number, now: Date): Decision {
   refuse(builder, {
     reason: REASONS.InvalidSpec,
     message:
-      `the run is ${Math.ceil(bytes / 1024)} KiB as JSON${run.spec.templateRef ? ', with its template' : ''}, over the ${MAX_RUN_BYTES / 1024} KiB ` +
+      `the run is ${Math.ceil(bytes / 1024)} KiB as the API server stores it${run.spec.templateRef ? ', with its template' : ''}, over the ${MAX_RUN_BYTES / 1024} KiB ` +
       'a run may be (the API server keeps objects under 1.5 MiB, and the run has its status to hold); ' +
       'shorten spec.sandbox.env, spec.task or spec.instructions (or the template) and create the run again',
   });

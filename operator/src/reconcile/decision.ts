@@ -30,12 +30,6 @@ export type Action =
   /** Remove the run's queued jobs and Redis state. Idempotent. */
   | { type: 'stopAgent' }
   /**
-   * Remove the run's queued jobs but keep its Redis state (RunAgent.stopKeepingState): a started
-   * run's sandbox taken down while the run cannot be ended (unwritable-run.ts). Its ending, once it
-   * can be written, keeps its diff against the commit that state names, then stops it (stopAgent).
-   */
-  | { type: 'stopAgentKeepingState' }
-  /**
    * Delete the run (its TTL ran out), first keeping `record` in chamvi-finished-runs
    * (reconcile/finished-runs.ts); none for a run an eval or schedule controls.
    */

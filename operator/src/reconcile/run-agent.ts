@@ -1,5 +1,5 @@
 // The port between the controller and the agent workers. The controller decides when a run
-// starts and stops; the workers (BullMQ) do the work. Each method is idempotent: the
+// starts and stops; the workers (BullMQ) do the work. Both methods are idempotent: the
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from './approval-answer.ts';
@@ -30,13 +30,6 @@ export interface RunAgent {
    * a deletion keeps the run's finalizer until that is 0 and nothing of it is left in Redis.
    */
   stop(run: CodingRun): Promise<number>;
-  /**
-   * Remove the run's jobs as stop() does, and keep its state: for a started run whose sandbox is
-   * taken down while its ending cannot be written (a run too large to store, unwritable-run.ts).
-   * The ending, once written, keeps its diff against the commit the state names (without it no
-   * spec.continueFrom can use the diff) and then stops the run for good. Resolves as stop() does.
-   */
-  stopKeepingState(run: CodingRun): Promise<number>;
   /** What the agent holds of a started run; undefined when it cannot tell (Redis unreachable). */
   inspect(run: CodingRun): Promise<AgentView | undefined>;
   /**
@@ -55,9 +48,6 @@ export const idleAgent: RunAgent = {
     return false;
   },
   async stop() {
-    return 0;
-  },
-  async stopKeepingState() {
     return 0;
   },
   async inspect() {

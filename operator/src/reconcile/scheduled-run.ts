@@ -20,6 +20,7 @@ import { mergeRunSpec } from './merge-run-spec.ts';
 import { scheduledRunName } from './names.ts';
 import { specFieldPath, specIssuesMessage } from './spec-issues.ts';
 import type { ScheduledRun, ScheduleProblem } from './decide-schedule.ts';
+import { storedJsonBytes } from '../text/stored-json-bytes.ts';
 
 export type ResolvedRunSpec = { ok: true; spec: CodingRunSpecInput } | { ok: false; problem: ScheduleProblem };
 
@@ -82,13 +83,14 @@ function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknow
   return {
     reason: 'InvalidRunSpec',
     message:
-      `${source} makes a run of ${Math.ceil(bytes / 1024)} KiB as JSON, over the ${MAX_RUN_BYTES / 1024} KiB a run may be ` +
+      `${source} makes a run of ${Math.ceil(bytes / 1024)} KiB as the API server stores it, over the ${MAX_RUN_BYTES / 1024} KiB a run may be ` +
       `(the API server keeps objects under 1.5 MiB, and the run has its status to hold); the largest fields: ${largest}. ` +
       'Shorten them (spec.sandbox.env, spec.task and spec.instructions are the usual ones), in the template or in spec.runTemplate',
   };
 }
 
-const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+/** A field's share of the run as the API server stores it, as its size is judged (run-bytes.ts). */
+const jsonBytes = (value: unknown) => storedJsonBytes(value);
 
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));

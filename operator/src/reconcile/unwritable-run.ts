@@ -35,12 +35,6 @@ export interface UnwritableSandbox {
   networkPolicy?: string;
   /** The run's agent may have been started: its phase is past Pending, or this reconcile started it. */
   agentStarted?: boolean;
-  /**
-   * The run's stored phase is Running or WaitingForApproval: once it can be written it ends (its
-   * pod is gone), keeping its diff against the commit its agent's state names, as decide.ts ends
-   * any started run. That state is kept until then. A run stored as Provisioning starts over.
-   */
-  agentWorking?: boolean;
 }
 
 /**
@@ -49,9 +43,7 @@ export interface UnwritableSandbox {
  * made again under the name is not), and its own NetworkPolicy once no pod is left, since the
  * policy fences in a pod for its grace period. Applied without the status write that comes
  * first when a run ends: that is the write refused. A run with no sandbox and no agent (refused
- * while being accepted) has nothing to take down. A working run's agent loses its jobs but not
- * its state: deleted, its diff had no commit to be against (no spec.continueFrom), and its
- * ending would say its sandbox was lost with its work since the last snapshot.
+ * while being accepted) has nothing to take down.
  */
 export function unwritableRunTeardown(sandbox: UnwritableSandbox): Action[] {
   const { observedPod, answeredPod, createSent, networkPolicy } = sandbox;
@@ -60,33 +52,27 @@ export function unwritableRunTeardown(sandbox: UnwritableSandbox): Action[] {
   if (answeredPod && !pods.has(answeredPod.name)) pods.set(answeredPod.name, answeredPod.uid);
   if (createSent && !pods.has(createSent) && observedPod?.name !== createSent) pods.set(createSent, undefined);
   const actions: Action[] = [];
-  if (sandbox.agentWorking) actions.push({ type: 'stopAgentKeepingState' });
-  else if (sandbox.agentStarted || observedPod || pods.size > 0 || networkPolicy) actions.push({ type: 'stopAgent' });
+  if (sandbox.agentStarted || observedPod || pods.size > 0 || networkPolicy) actions.push({ type: 'stopAgent' });
   for (const [name, uid] of pods) actions.push({ type: 'deletePod', name, ...(uid ? { uid } : {}) });
   if (!observedPod && pods.size === 0 && networkPolicy) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicy });
   return actions;
 }
 
-/**
- * The Warning Event's text: why the run has no phase and no sandbox, and what comes of it. A run
- * that had not started is admitted again once it fits; one whose agent was working
- * (`stateKept`) can only end, and is told how to keep its work.
- */
-export function unwritableMessage(kibibytes: number, podsDeleted: readonly string[], stateKept = false): string {
-  const agent = stateKept ? 'its agent stopped, its state kept' : 'its agent stopped';
+/** The Warning Event's text: why the run has no phase and no sandbox, and what makes it fit again. */
+export function unwritableMessage(kibibytes: number, podsDeleted: readonly string[], agentStarted = false): string {
   const sandbox =
     podsDeleted.length > 0
-      ? ` Its sandbox pod${podsDeleted.length > 1 ? 's' : ''} ${podsDeleted.join(', ')} ${podsDeleted.length > 1 ? 'were' : 'was'} deleted and ${agent}, and it holds no slot of maxActiveRuns.`
-      : stateKept
-        ? ` It has no sandbox left, ${agent}, and it holds no slot of maxActiveRuns.`
-        : ' It holds no slot of maxActiveRuns and gets no sandbox.';
-  const next = stateKept
-    ? ' It cannot go on: trim its metadata.labels and metadata.annotations, and it ends once it is looked at again, ' +
-      "keeping its diff against the commit it started from, as of the agent's last snapshot; a new run continues from it " +
-      'with spec.continueFrom. Deleting it deletes that diff.'
-    : ' Delete it and create it smaller (spec.sandbox.env, spec.task and spec.instructions are most of a spec), ' +
-      'or trim its metadata.labels and metadata.annotations: it is looked at again once it is smaller.';
+      ? ` Its sandbox pod${podsDeleted.length > 1 ? 's' : ''} ${podsDeleted.join(', ')} ${podsDeleted.length > 1 ? 'were' : 'was'} deleted and its agent stopped, and it holds no slot of maxActiveRuns.`
+      : ' It holds no slot of maxActiveRuns and gets no sandbox.';
+  // A started run's agent state goes with its stop (the one sign every job of it heeds), so it
+  // cannot go on: looked at again, it ends, keeping the diff of its last snapshot only.
+  const after = agentStarted
+    ? ' Its work cannot go on: trimmed (its metadata.labels and metadata.annotations), it is looked at again and ends, keeping the diff of its last snapshot, without the commit spec.continueFrom needs.'
+    : ' Or trim its metadata.labels and metadata.annotations: it is looked at again once it is smaller.';
   return (
-    `The API server refuses every write to this run: it is ${kibibytes} KiB as JSON, too large to store with a status.` + sandbox + next
+    `The API server refuses every write to this run: it is ${kibibytes} KiB as the API server stores it, too large to store with a status.` +
+    sandbox +
+    ' Delete it and create it smaller (spec.sandbox.env, spec.task and spec.instructions are most of a spec).' +
+    after
   );
 }

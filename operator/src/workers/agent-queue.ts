@@ -1,8 +1,7 @@
 // The BullMQ side of the agent: enqueueing jobs with idempotent ids, signed (Security #11.1),
-// for the controller (start a run, resume after an approval, stop and forget a run, or stop it
-// and keep its state for its ending) and for the jobs (the next step, finalize). What the
-// agent holds of a run is read by agent-inspector.ts; agent-runtime.ts joins the two into the
-// controller's RunAgent port.
+// for the controller (start a run, resume after an approval, stop and forget a run) and for
+// the jobs (the next step, finalize). What the agent holds of a run is read by
+// agent-inspector.ts; agent-runtime.ts joins the two into the controller's RunAgent port.
 import type { Queue } from 'bullmq';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
@@ -139,18 +138,6 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
   }
 
   async stop(run: CodingRun): Promise<number> {
-    return this.removeJobs(run, { keepState: false });
-  }
-
-  async stopKeepingState(run: CodingRun): Promise<number> {
-    return this.removeJobs(run, { keepState: true });
-  }
-
-  /**
-   * Removes every job of the run it can and, unless `keepState`, its state; resolves to the
-   * number of its jobs still running. A state kept is read again by the next stop for its ids.
-   */
-  private async removeJobs(run: CodingRun, { keepState }: { keepState: boolean }): Promise<number> {
     const uid = run.metadata.uid;
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
     const state = this.states.peek(await this.states.loadText(uid), runRefOf(run));
@@ -174,7 +161,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     // A job that is running holds a lock and cannot be removed; it finds the run gone or
     // finished when it next reads it and stops there. Counted, so a deletion waits for it.
     const removed = await Promise.all(present.map((id) => this.queue.remove(id).catch(() => 0)));
-    if (!keepState) await this.states.delete(runRefOf(run));
+    await this.states.delete(runRefOf(run));
     await this.sandboxes.release(uid);
     const left = await Promise.all(
       present.map(async (id, index) => removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown'),

@@ -128,7 +128,6 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     answerQueued: (run, answer) =>
       answerWithin(agentQueue.answerQueued(run, answer), CONTROLLER_REDIS_TIMEOUT_MS, 'looking for the answer in the queue'),
     stop: (run) => answerWithin(agentQueue.stop(run), CONTROLLER_REDIS_TIMEOUT_MS, 'stopping the agent'),
-    stopKeepingState: (run) => answerWithin(agentQueue.stopKeepingState(run), CONTROLLER_REDIS_TIMEOUT_MS, 'stopping the agent'),
     inspect: (run) => inspector.inspect(run),
     // A session of its own, closed after: the run's kept one may be in a job's use, or gone.
     // Against the commit the run cloned (its state's) while the state is there: a model that
