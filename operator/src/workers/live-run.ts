@@ -27,23 +27,25 @@ import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
  */
 const READ_AGAIN_WAIT_MS = 5_000;
 /**
- * The first wait between reads, doubled after each up to READ_AGAIN_LONGEST_WAIT_MS: the write
- * lands within the first few reads when it is on its way, and a write later than that (the
- * controller's write failed, to be made again at its next look) costs about 23 GETs over the
- * 5 s, not 190 (issue #17), on every try of a job put off for it. Capped so that a write landing
- * late is still seen within a quarter of a second: a warm sandbox's start waits on it.
+ * Reads every READ_AGAIN_FIRST_WAIT_MS for the first READ_AGAIN_STEADY_MS, where a write on its
+ * way lands (a warm sandbox's start waits on it, so a write at 180 ms must not be seen at 375),
+ * then waits twice as long after each read, up to READ_AGAIN_LONGEST_WAIT_MS: a write later than
+ * that (the controller's failed, to be made again at its next look) costs about 40 GETs over
+ * the 5 s, not 190 (issue #17), on every try of a job put off for it.
  */
 const READ_AGAIN_FIRST_WAIT_MS = 25;
+const READ_AGAIN_STEADY_MS = 500;
 const READ_AGAIN_LONGEST_WAIT_MS = 250;
 
-/** `first`, or what `read` gives next, after 25 ms, 50, 100, 200, then every 250, for up to 5 s, while `stale` holds for it. */
+/** `first`, or what `read` gives next, every 25 ms for half a second, then after 50, 100, 200 and every 250 ms, for up to 5 s, while `stale` holds for it. */
 export async function readAgainWhile<T>(first: T, read: (last: T) => Promise<T>, stale: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + READ_AGAIN_WAIT_MS;
+  const started = Date.now();
+  const deadline = started + READ_AGAIN_WAIT_MS;
   let value = first;
   let wait = READ_AGAIN_FIRST_WAIT_MS;
   while (stale(value) && Date.now() < deadline) {
     await delay(Math.min(wait, Math.max(0, deadline - Date.now())));
-    wait = Math.min(wait * 2, READ_AGAIN_LONGEST_WAIT_MS);
+    if (Date.now() - started >= READ_AGAIN_STEADY_MS) wait = Math.min(wait * 2, READ_AGAIN_LONGEST_WAIT_MS);
     value = await read(value);
   }
   return value;
