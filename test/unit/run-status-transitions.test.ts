@@ -249,9 +249,11 @@ describe("a repository's or a model's text in a run's message: one line, nothing
   const setupMessage = FAILURE_MESSAGES.setupFailed('exited with 1', forged);
   const messages = (status: CodingRunStatus) => [status.message!, ...status.conditions!.map((each) => each.message)];
 
-  it('the sources do quote it raw (or this test would prove nothing)', () => {
-    expect(verificationMessage).toContain('Phase:\tSucceeded\n');
+  it('a source quotes it raw (or this test would prove nothing); a failed check quotes it spelled already', () => {
     expect(setupMessage).toContain('\u001b]0;owned');
+    // verification-verdict.ts spells what it quotes itself, to bound it once spelled: the sinks
+    // below must leave that as it is.
+    expect(verificationMessage).toContain('FAIL^J^[]0;owned^G^J  Phase:^ISucceeded^J<U+202E>');
   });
 
   it.each([
