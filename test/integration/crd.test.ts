@@ -253,6 +253,19 @@ describe('the CodingRun CRD on a real API server', () => {
       withSpec('zero-memory-limit', (s) => (s.sandbox = { resources: { limits: { memory: 0 } } })),
       /spec\.sandbox\.resources\.limits: Invalid value: "object": each limit must be above zero/,
     ],
+    // Kubernetes' quantity parser, which CEL's isQuantity() calls, spent minutes of an API server
+    // core on a long exponent, even on a value the schema's pattern refuses: these came back
+    // only when the request timed out, and the API server went on burning a core after.
+    [
+      'a limit with a ten-digit exponent beside a request',
+      withSpec('huge-exponent', (s) => (s.sandbox = { resources: { requests: { memory: '1' }, limits: { memory: '1e2147483648' } } })),
+      /spec\.sandbox\.resources\.limits\.memory: Invalid value: "1e2147483648"/,
+    ],
+    [
+      'a signed limit with a ten-digit exponent',
+      withSpec('huge-signed-exponent', (s) => (s.sandbox = { resources: { limits: { cpu: '+1e2147483648' } } })),
+      /spec\.sandbox\.resources\.limits\.cpu: Invalid value: "\+1e2147483648"/,
+    ],
     [
       'an extended resource',
       withSpec('gpu', (s) => (s.sandbox = { resources: { limits: { 'nvidia.com/gpu': 8 } } })),

@@ -58,6 +58,12 @@ describe('codingRunSpec', () => {
       { ...scripted, sandbox: { resources: { limits: { cpu: '1'.repeat(65) } } } },
       'sandbox.resources.limits.cpu',
     ],
+    // Kubernetes' quantity parser spent minutes of an API server core on it (kubernetes-names.ts QUANTITY).
+    [
+      'an exponent of four digits',
+      { ...scripted, sandbox: { resources: { limits: { memory: '1e1000' } } } },
+      'sandbox.resources.limits.memory',
+    ],
     // An extended resource would give whoever may create runs GPU pods through the operator's ServiceAccount.
     ['a GPU limit', { ...scripted, sandbox: { resources: { limits: { 'nvidia.com/gpu': 8 } } } }, 'sandbox.resources.limits'],
     // A zero limit is no limit: the kubelet sets none, and a ResourceQuota on limits counts the pod as 0.
