@@ -21,7 +21,7 @@ import {
 import type { ObservedRun, RefusedObject, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
 import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
-import { specSha256, type FinishedRunRecord } from '../../operator/src/reconcile/finished-runs.ts';
+import { didWork, specSha256, type FinishedRunRecord } from '../../operator/src/reconcile/finished-runs.ts';
 import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 import { approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
 
@@ -786,6 +786,20 @@ describe('decide: finished and deleted runs', () => {
       const ended = after(subject);
       expect(ended.status.phase === 'Cancelled' || ended.status.phase === 'Failed').toBe(true);
       expect(deletion(ended)).toEqual({ type: 'deleteRun' });
+      expect(didWork(ended)).toBe(false);
+    });
+
+    it("a run cancelled between its agent's start and the write of Running, its steps counted, is recorded", () => {
+      // Its diff was not kept (no status.result), but its steps and tokens say the agent ran.
+      const provisioning = run({
+        spec: { ttlSecondsAfterFinished: 0 },
+        metadata: { annotations: cancel },
+        status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted, steps: 2 },
+      });
+      const ended = after(provisioning);
+      expect(ended.status.phase).toBe('Cancelled');
+      expect(ended.status.result).toBeUndefined();
+      expect(deletion(ended)).toMatchObject({ type: 'deleteRun', record: { phase: 'Cancelled' } });
     });
 
     it('a run cancelled once its agent started is recorded (its diff kept): applied again, it would run again', () => {

@@ -84,7 +84,9 @@ export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord 
 export function didWork(run: CodingRun): boolean {
   const status = run.status ?? {};
   if (findCondition(status.conditions, 'Accepted')?.status !== 'True') return false;
-  return status.phase !== 'Cancelled' || status.result !== undefined;
+  // A cancel in the moment between the agent's start and the write of Running kept no diff
+  // (status.result), but its steps and tokens say the agent ran.
+  return status.phase !== 'Cancelled' || status.result !== undefined || (status.steps ?? 0) > 0 || status.usage !== undefined;
 }
 
 /** The operator's kinds that make runs themselves: each run once, under a name of their own, never applied again. */
