@@ -52,6 +52,8 @@ describe("a step whose run's spec stopped parsing during the model call", () => 
     expect(state?.inFlight?.calls.map((call) => call.toolName)).toEqual(['write_file']);
     expect(state?.step).toBe(1);
     expect(SpecNoLongerValidError.isInstance(outcome)).toBe(true);
+    // Why it no longer parses reaches the job's log, whichever way the run was read.
+    expect((outcome as Error).message).toContain('CHAMVI_');
     expect(h.enqueued).toEqual([]);
   });
 });

@@ -19,6 +19,7 @@ import { parseSpec } from '../reconcile/validate-run.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { AwaitingAcceptanceError } from './errors/awaiting-acceptance-error.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import type { JobPutOffError } from './errors/job-put-off-error.ts';
 import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 
 /**
@@ -128,15 +129,22 @@ function toActOn(found: RunNow): RunToActOn {
 }
 
 /**
- * Throws the JobPutOffError for what a job found, when that puts it off (a cancel requested, a
- * spec that no longer parses, a run not accepted yet), saying what the job did not do (`held`);
- * the job goes on with a run to act for, or lets an ended one go. One place, so that no job
- * misses a kind: the assertion leaves its caller only `run` and `ended` to handle.
+ * The JobPutOffError for what a job found, when that puts it off (a cancel requested, a spec
+ * that no longer parses, a run not accepted yet), saying what the job did not do (`held`);
+ * undefined for a run to act for or an ended one, which the job lets go. One place, so that no
+ * job misses a kind.
  */
+export function putOffError(found: RunToActOn, held: string): JobPutOffError | undefined {
+  if ('cancelled' in found) return new CancelRequestedError(held);
+  if ('specInvalid' in found) return new SpecNoLongerValidError(held, found.specInvalid);
+  if ('awaitsAcceptance' in found) return new AwaitingAcceptanceError(held);
+  return undefined;
+}
+
+/** Throws putOffError's error: the assertion leaves its caller only `run` and `ended` to handle. */
 export function throwIfPutOff(found: RunToActOn, held: string): asserts found is { run: ParsedCodingRun } | { ended: true } {
-  if ('cancelled' in found) throw new CancelRequestedError(held);
-  if ('specInvalid' in found) throw new SpecNoLongerValidError(held, found.specInvalid);
-  if ('awaitsAcceptance' in found) throw new AwaitingAcceptanceError(held);
+  const error = putOffError(found, held);
+  if (error) throw error;
 }
 
 /**
@@ -147,29 +155,14 @@ export function throwIfPutOff(found: RunToActOn, held: string): asserts found is
 export type HeldRunReader = (namespace: string, name: string) => CodingRun | undefined;
 
 /**
- * What a held copy of the run tells a job about to run the model's calls: `undefined` with no
- * copy (nothing is known, the look is skipped); `ended` for a copy of a run finished, being
- * deleted, or of another uid (the job's run was deleted and its name reused); `specInvalid` for
- * a live copy whose spec no longer parses (runNow says why that is not `ended`);
- * `awaitsAcceptance` for a copy from before the run was accepted (no spec to run the calls for);
- * `cancelled` for a live copy with a cancel requested; `live` otherwise. An ended run is not
- * "not cancelled": the controller that ended it Cancelled has stopped the agent (its state
- * deleted) and could not remove a job that was running, so that job must let the run go, never
- * run its calls. The spec is parsed here too (no request): a copy that says `live` is one the
- * calls may run for.
+ * What a held copy of the run tells a job about to run the model's calls: runToActOn's finding
+ * (runToActOnOf: the spec is parsed here too, with no request), or `undefined` with no copy
+ * (nothing is known, the look is skipped). A copy of a run finished, being deleted, or of another
+ * uid (the job's run was deleted and its name reused) is `ended`. An ended run is not "not
+ * cancelled": the controller that ended it Cancelled has stopped the agent (its state deleted)
+ * and could not remove a job that was running, so that job must let the run go, never run its
+ * calls.
  */
-export type HeldRunLook = 'ended' | 'specInvalid' | 'awaitsAcceptance' | 'cancelled' | 'live';
-
-export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): HeldRunLook | undefined {
-  if (!copy) return undefined;
-  return lookOf(runToActOnOf(copy, ref));
-}
-
-/** runToActOn's finding as the one word heldRunToActOn gives. */
-export function lookOf(found: RunToActOn): HeldRunLook {
-  if ('run' in found) return 'live';
-  if ('ended' in found) return 'ended';
-  if ('specInvalid' in found) return 'specInvalid';
-  if ('awaitsAcceptance' in found) return 'awaitsAcceptance';
-  return 'cancelled';
+export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): RunToActOn | undefined {
+  return copy ? runToActOnOf(copy, ref) : undefined;
 }

@@ -34,11 +34,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
-import { heldRunToActOn, lookOf, runToActOn, throwIfPutOff, type HeldRunLook } from './live-run.ts';
-import { AwaitingAcceptanceError } from './errors/awaiting-acceptance-error.ts';
-import { CancelRequestedError } from './errors/cancel-requested-error.ts';
-import type { JobPutOffError } from './errors/job-put-off-error.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
+import { heldRunToActOn, putOffError, runToActOn, throwIfPutOff, type RunToActOn } from './live-run.ts';
 import { letRunGo, saveIfPresent, saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
@@ -342,8 +338,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await tallied;
     await letRunGo(deps, ref, state, MODEL_CALL_ENDED);
   };
-  if (meanwhile === 'ended') return letGo();
-  if (meanwhile !== undefined && meanwhile !== 'live') {
+  if (meanwhile && 'ended' in meanwhile) return letGo();
+  const putOff = meanwhile && putOffError(meanwhile, CALLS_HELD);
+  if (putOff) {
     try {
       await tallied;
       await settleTrailingRecord(deps, run, state);
@@ -358,7 +355,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       await keepSpentOfUnsavedStep(deps, ref, completed, addUsage(compactionUsage, callUsage));
       throw error;
     }
-    throw CALLS_PUT_OFF_BY[meanwhile]();
+    throw putOff;
   }
   let toolsMs: number;
   try {
@@ -384,13 +381,6 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
 }
 
 const CALLS_HELD = "run the model's tool calls";
-/** The error a step is put off with when the look after its model call holds its calls; one per look that holds them. */
-const CALLS_PUT_OFF_BY: Record<Exclude<HeldRunLook, 'ended' | 'live'>, () => JobPutOffError> = {
-  cancelled: () => new CancelRequestedError(CALLS_HELD),
-  specInvalid: () => new SpecNoLongerValidError(CALLS_HELD),
-  awaitsAcceptance: () => new AwaitingAcceptanceError(CALLS_HELD),
-};
-
 /**
  * The look between the model's answer and its calls, from the copy of the run this process
  * holds: on a replica that is not the leader, after a model call longer than the copy is kept,
@@ -398,8 +388,8 @@ const CALLS_PUT_OFF_BY: Record<Exclude<HeldRunLook, 'ended' | 'live'>, () => Job
  * a cancel requested is then found by the next step's start, and a run ended by the state gone
  * (stillThere). Without the dependency the run is read.
  */
-async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<HeldRunLook | undefined> {
-  if (!deps.getRunHeld) return lookOf(await runToActOn(deps, ref));
+async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<RunToActOn | undefined> {
+  if (!deps.getRunHeld) return runToActOn(deps, ref);
   return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
 }
 
