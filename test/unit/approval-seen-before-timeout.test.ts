@@ -6,7 +6,7 @@
 // the API server and the agent queue are fakes.
 import { describe, expect, it, vi } from 'vitest';
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
-import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
@@ -16,6 +16,7 @@ import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
 import type { RunEvent } from '../../operator/src/reconcile/decision.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { MemoryCache } from '../support/memory-run-world.ts';
+import { standingSandboxPod } from '../support/standing-sandbox-pod.ts';
 
 const KEY = 'agents/fix';
 const config = loadOperatorConfig(
@@ -43,16 +44,8 @@ const waitingRun = (): CodingRun =>
     } as CodingRun['status'],
   });
 
-const sandboxPod: V1Pod = {
-  metadata: {
-    name: 'fix-sandbox',
-    namespace: 'agents',
-    uid: 'pod-1',
-    labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': 'uid-1' },
-    ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true }],
-  },
-  status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
-};
+/** The run's sandbox pod, up and ready, at the name its status holds. */
+const sandboxPod = standingSandboxPod(waitingRun() as ParsedCodingRun);
 
 /**
  * The run waiting on approval s1-c1 (its job never runs: a busy queue), looked at every 15 s

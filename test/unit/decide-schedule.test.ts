@@ -17,6 +17,7 @@ import {
   TEMPLATE_RECHECK_MAX_MS,
   TEMPLATE_RECHECK_MS,
   type ScheduleInput,
+  type ScheduleProblem,
   type ScheduledRun,
 } from '../../operator/src/reconcile/decide-schedule.ts';
 
@@ -424,6 +425,22 @@ const rows: Row[] = [
   },
 ];
 
+/**
+ * An hourly schedule with `problem` (so no cron, nothing to create), first looked at ten
+ * minutes after it was made: for the tests of what a problem's message becomes in status.
+ */
+function problemInput(problem: ScheduleProblem): Omit<ScheduleInput, 'status'> & { problem: ScheduleProblem } {
+  return {
+    spec: codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } }),
+    generation: 1,
+    createdAt: new Date('2026-06-01T09:30:00Z'),
+    cron: undefined,
+    runs: [],
+    now: new Date('2026-06-01T09:40:00Z'),
+    problem,
+  };
+}
+
 describe('decideSchedule', () => {
   it.each(rows)('$name', (row) => {
     const spec = codingScheduleSpec.parse({ runTemplate: { spec: RUN }, ...row.spec });
@@ -581,16 +598,7 @@ describe('decideSchedule', () => {
   // A message over the CRD's maxLength made the API server refuse the whole status write: the
   // schedule kept saying Ready True, and the reconcile failed at every retry.
   it('keeps a problem message within the condition maxLength, and warns once for it', () => {
-    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
-    const input = {
-      spec,
-      generation: 1,
-      createdAt: new Date('2026-06-01T09:30:00Z'),
-      cron: undefined,
-      runs: [],
-      now: new Date('2026-06-01T09:40:00Z'),
-      problem: { reason: 'InvalidSchedule' as const, message: `spec.x: ${'\u{1F600}'.repeat(20_000)}` },
-    };
+    const input = problemInput({ reason: 'InvalidSchedule', message: `spec.x: ${'\u{1F600}'.repeat(20_000)}` });
     const first = decideSchedule({ ...input, status: undefined });
     expect(codingScheduleStatus.safeParse(first.status).success).toBe(true);
     const message = first.status.conditions![0]!.message;
@@ -603,16 +611,7 @@ describe('decideSchedule', () => {
   // RunRefused carries the API server's or an admission webhook's words; kubectl describe, Argo
   // CD and Flux print a condition's message as it is, so a newline forged a line of its own.
   it("writes a problem's message in the Ready condition on one line, its hidden characters spelled out, and warns once for it", () => {
-    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
-    const input = {
-      spec,
-      generation: 1,
-      createdAt: new Date('2026-06-01T09:30:00Z'),
-      cron: undefined,
-      runs: [],
-      now: new Date('2026-06-01T09:40:00Z'),
-      problem: { reason: 'RunRefused' as const, message: 'denied the request: no\n\u001b]0;owned\u0007\n  Ready:\tTrue\n\u202e' },
-    };
+    const input = problemInput({ reason: 'RunRefused', message: 'denied the request: no\n\u001b]0;owned\u0007\n  Ready:\tTrue\n\u202e' });
     const first = decideSchedule({ ...input, status: undefined });
     const message = first.status.conditions![0]!.message;
     expect(message).toBe('denied the request: no^J^[]0;owned^G^J  Ready:^ITrue^J<U+202E>');
@@ -625,16 +624,7 @@ describe('decideSchedule', () => {
   });
 
   it('keeps an escaped problem message within the condition maxLength in bytes, never cutting a spelling', () => {
-    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
-    const input = {
-      spec,
-      generation: 1,
-      createdAt: new Date('2026-06-01T09:30:00Z'),
-      cron: undefined,
-      runs: [],
-      now: new Date('2026-06-01T09:40:00Z'),
-      problem: { reason: 'InvalidSchedule' as const, message: `spec.x: ${'\u{1F600}\u202e'.repeat(20_000)}` },
-    };
+    const input = problemInput({ reason: 'InvalidSchedule', message: `spec.x: ${'\u{1F600}\u202e'.repeat(20_000)}` });
     const first = decideSchedule({ ...input, status: undefined });
     expect(codingScheduleStatus.safeParse(first.status).success).toBe(true);
     const message = first.status.conditions![0]!.message;

@@ -3,29 +3,17 @@
 // snapshot must reach status.result, taken without the sandbox, whose session is checked
 // against a pod shape built from the parsed spec.
 import { describe, expect, it, vi } from 'vitest';
-import type { V1Pod } from '@kubernetes/client-node';
-import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import type { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import type { KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
 import type { RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { memoryReconcilerScene } from '../support/memory-reconciler-scene.ts';
+import { standingSandboxPod } from '../support/standing-sandbox-pod.ts';
 
 const NOW = new Date('2026-11-29T12:00:00Z');
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], allowUnisolatedSandboxes: true, networkPolicy: false }, {});
-
-/** The run's sandbox pod, up: decide() asks for the diff from it (fromSandbox: true). */
-const sandboxPod: V1Pod = {
-  metadata: {
-    name: 'fix-sandbox',
-    namespace: 'agents',
-    uid: 'pod-1',
-    labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': 'uid-1' },
-    ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true }],
-  },
-  status: { phase: 'Running' },
-};
 
 const DIFF = 'diff --git a/app.js b/app.js\n--- a/app.js\n+++ b/app.js\n@@ -1 +1 @@\n-old\n+new\n';
 const SNAPSHOT: KeptDiff = {
@@ -44,7 +32,9 @@ function scene(run: CodingRun) {
   const { reconciler, kube } = memoryReconcilerScene(run, {
     config,
     now: NOW,
-    pods: [sandboxPod],
+    // The run's sandbox pod, up: decide() asks for the diff from it (fromSandbox: true). The
+    // run's spec does not parse, but the pod is built from its metadata and status only.
+    pods: [standingSandboxPod(run as ParsedCodingRun)],
     agent: { keepDiff },
     wake: (key) => woken.push(key),
   });

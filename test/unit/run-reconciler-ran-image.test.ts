@@ -1,20 +1,16 @@
 // The reconciler keeps, in its status write, the digest the run's pod's chamvi-tools ran under the
 // operator's repository (admitted-pod-record.ts withRanImages), from the cached pod of the record's
 // uid only: a pod planted at the run's pod name with its labels and owner reference adds nothing.
-import type { V1ConfigMap, V1ContainerStatus, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
-import { describe, expect, it, vi } from 'vitest';
+import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type CodingRun, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
-import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
-import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { withAdmittedPod } from '../../operator/src/reconcile/admitted-pod-record.ts';
 import { ranImageKey } from '../../operator/src/reconcile/init-container-runs.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
-import { MemoryCache } from '../support/memory-run-world.ts';
+import { memoryReconcilerScene } from '../support/memory-reconciler-scene.ts';
 
 const KNOWN = `sha256:${'a'.repeat(64)}`;
 const OPERATOR_IMAGE = 'ghcr.io/chamvi/chamvi-sandbox:0.1.0';
@@ -55,32 +51,7 @@ function scene(pod: V1Pod) {
     { pod: created, from: 'create', freshName: sandboxPodName(parsed) },
   );
   const run: CodingRun = { ...fixture, status };
-  const kube = {
-    getRun: vi.fn(async () => run),
-    replaceRunStatus: vi.fn(async (stored: CodingRun, written: CodingRun['status']) => ({ ...stored, status: written })),
-    setRunFinalizers: vi.fn(async (stored: CodingRun, finalizers: string[]) => ({
-      ...stored,
-      metadata: { ...stored.metadata, finalizers },
-    })),
-    createEvent: vi.fn(async () => {}),
-    configMapKeys: vi.fn(async () => undefined),
-    secretKeysAndLabels: vi.fn(async () => undefined),
-  };
-  const reconciler = new RunReconciler({
-    caches: {
-      runs: new MemoryCache([run]),
-      pods: new MemoryCache<V1Pod>([pod]),
-      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
-      configMaps: new MemoryCache(),
-      finishedRuns: new MemoryCache<V1ConfigMap>(),
-    },
-    kube: kube as unknown as KubeGateway,
-    agent: idleAgent,
-    events: { record: async () => {} } as unknown as EventRecorder,
-    config,
-    logger: { info: () => {}, warn: () => {} },
-    now: () => new Date('2026-11-29T12:00:00Z'),
-  });
+  const { reconciler, kube } = memoryReconcilerScene(run, { config, now: new Date('2026-11-29T12:00:00Z'), pods: [pod] });
   const key = `${fixture.metadata.namespace}/${fixture.metadata.name}`;
   const written = () => kube.replaceRunStatus.mock.calls.map(([, each]) => each?.admittedPod?.images ?? []).flat();
   return { reconciler, key, written };

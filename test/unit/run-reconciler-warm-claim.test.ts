@@ -227,20 +227,33 @@ describe('the pod a run takes as its claimed one (its status names none yet)', (
 describe('a claim the API server refuses', () => {
   const webhookDown = apiError(500, 'Internal error occurred: failed calling webhook "validate.kyverno.svc-fail"');
   const denied = apiError(403, 'admission webhook "pods.policy.example" denied the request: pod updates are not allowed');
+  /** The pool pod the loop made, ready and unclaimed, as the cache shows it. */
+  const unclaimed = () => poolPod(pool, 'default-warm-abcde', 'pool-uid-1');
+
+  /**
+   * `run` (the fixture run unless given) and the unclaimed pool pod, whose claim fails with `error`;
+   * `readBack` is the pod a read at its name finds afterwards, given the claim patch that was sent.
+   */
+  function claimFails(error: Error, readBack: (sent: object[]) => V1Pod | undefined, run?: CodingRun) {
+    let sent: object[] = [];
+    return scene({
+      pools: [pool],
+      ...(run ? { run } : {}),
+      pods: [unclaimed()],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async (_namespace, _name, patch) => {
+        sent = patch;
+        throw error;
+      },
+      readPod: async () => readBack(sent),
+    });
+  }
 
   it.each([
     { name: 'a pod-UPDATE webhook that is down (500)', error: webhookDown },
     { name: 'a webhook or policy that denies the update (403)', error: denied },
   ])('gives the run a fresh pod at once, in the same reconcile: $name', async ({ error }) => {
-    const { reconciler, run, statuses, created, claims, warnings } = scene({
-      pools: [pool],
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async () => {
-        throw error;
-      },
-      readPod: async () => poolPod(pool, 'default-warm-abcde', 'pool-uid-1'),
-    });
+    const { reconciler, run, statuses, created, claims, warnings } = claimFails(error, unclaimed);
     await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
     expect(claims.map((claim) => claim.name)).toEqual(['default-warm-abcde']);
     expect(created).toEqual([sandboxPodName(run)]);
@@ -250,19 +263,8 @@ describe('a claim the API server refuses', () => {
 
   it('takes the pod all the same when the read after the refusal shows the claim landed', async () => {
     const run = codingRunFixture();
-    const sent: object[][] = [];
-    const { reconciler, created, statuses } = scene({
-      pools: [pool],
-      run,
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async (_namespace, _name, patch) => {
-        sent.push(patch);
-        throw webhookDown;
-      },
-      // The claim the reconciler sent, seal and all, applied after all.
-      readPod: async () => applyAsApiServer(poolPod(pool, 'default-warm-abcde', 'pool-uid-1'), sent[0]!),
-    });
+    // The claim the reconciler sent, seal and all, applied after all.
+    const { reconciler, created, statuses } = claimFails(webhookDown, (sent) => applyAsApiServer(unclaimed(), sent), run);
     await reconciler.reconcile('agents/fix');
     expect(created).toEqual([]);
     expect(statuses.at(-1)).toMatchObject({ phase: 'Running', podName: 'default-warm-abcde' });
@@ -272,16 +274,7 @@ describe('a claim the API server refuses', () => {
     const run = codingRunFixture();
     // The pool pod went and a pod was made at its name with everything the claim writes but its seal.
     const replaced = claimedFor(run, pool, 'default-warm-abcde', 'planted-uid');
-    const { reconciler, created, started, statuses } = scene({
-      pools: [pool],
-      run,
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async () => {
-        throw denied;
-      },
-      readPod: async () => replaced,
-    });
+    const { reconciler, created, started, statuses } = claimFails(denied, () => replaced, run);
     await reconciler.reconcile('agents/fix');
     expect(started).toEqual([]);
     expect(created).toEqual([sandboxPodName(run)]);
@@ -292,31 +285,14 @@ describe('a claim the API server refuses', () => {
     const run = codingRunFixture();
     // The pool pod itself, patched by someone who may patch pods with what the claim writes, but no seal.
     const patched = claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1');
-    const { reconciler, created, started } = scene({
-      pools: [pool],
-      run,
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async () => {
-        throw denied;
-      },
-      readPod: async () => patched,
-    });
+    const { reconciler, created, started } = claimFails(denied, () => patched, run);
     await reconciler.reconcile('agents/fix');
     expect(started).toEqual([]);
     expect(created).toEqual([sandboxPodName(run)]);
   });
 
   it('is not a claim that got no answer at all (the connection dropped): the reconcile fails and is retried', async () => {
-    const { reconciler, created } = scene({
-      pools: [pool],
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async () => {
-        throw apiError(undefined, 'socket hang up');
-      },
-      readPod: async () => poolPod(pool, 'default-warm-abcde', 'pool-uid-1'),
-    });
+    const { reconciler, created } = claimFails(apiError(undefined, 'socket hang up'), unclaimed);
     await expect(reconciler.reconcile('agents/fix')).rejects.toThrow('socket hang up');
     expect(created).toEqual([]);
   });
@@ -564,16 +540,21 @@ describe('a claim whose answer is a 504 (etcd timed out): it may still commit, s
     return server;
   }
 
-  it('that never lands: the pool pod is deleted as the claim judged it, the run takes a fresh pod at once, and the late claim claims nothing', async () => {
-    const server = apiServer();
-    const { reconciler, run, created, statuses, fenced, warnings } = scene({
+  /** The run and `server`'s pool pod, made by the pool loop: its claim, read and fence go to `server` unless `overrides` say otherwise. */
+  const sceneOver = (server: ReturnType<typeof apiServer>, overrides: Partial<Parameters<typeof scene>[0]> = {}) =>
+    scene({
       pools: [pool],
       podCache: server.podCache,
       made: { 'pool-uid-1': 'default' },
       claimPod: server.claimPod,
       readPod: server.readPod,
       deletePod: server.deletePod,
+      ...overrides,
     });
+
+  it('that never lands: the pool pod is deleted as the claim judged it, the run takes a fresh pod at once, and the late claim claims nothing', async () => {
+    const server = apiServer();
+    const { reconciler, run, created, statuses, fenced, warnings } = sceneOver(server);
     await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
     expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
     expect(server.pod!.metadata!.deletionTimestamp).toBeDefined();
@@ -590,18 +571,13 @@ describe('a claim whose answer is a 504 (etcd timed out): it may still commit, s
   it('that lands before the fence: the delete is refused (the pod changed), the pod read again is the run’s, and the run goes on in it', async () => {
     const server = apiServer();
     let reads = 0;
-    const { reconciler, created, statuses, fenced } = scene({
-      pools: [pool],
-      podCache: server.podCache,
-      made: { 'pool-uid-1': 'default' },
-      claimPod: server.claimPod,
+    const { reconciler, created, statuses, fenced } = sceneOver(server, {
       // The read back right after the 504 comes before the write commits; it commits before the fence's delete.
       readPod: async (namespace, name) => {
         const pod = await server.readPod();
         if (reads++ === 0) expect(server.land()).toBe(true);
         return namespace === 'agents' && name === 'default-warm-abcde' ? pod : undefined;
       },
-      deletePod: server.deletePod,
     });
     await reconciler.reconcile('agents/fix');
     expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
@@ -616,15 +592,7 @@ describe('a claim whose answer is a 504 (etcd timed out): it may still commit, s
     // What the claim writes, but its seal, put on the pool pod by someone who may patch pods.
     const unsealed = { ...claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1') };
     unsealed.metadata = { ...unsealed.metadata, resourceVersion: '8' };
-    const { reconciler, created, started, fenced, statuses } = scene({
-      pools: [pool],
-      run,
-      podCache: server.podCache,
-      made: { 'pool-uid-1': 'default' },
-      claimPod: server.claimPod,
-      readPod: async () => unsealed,
-      deletePod: server.deletePod,
-    });
+    const { reconciler, created, started, fenced, statuses } = sceneOver(server, { run, readPod: async () => unsealed });
     await reconciler.reconcile('agents/fix');
     expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
     expect(started).toEqual([]);
@@ -634,12 +602,7 @@ describe('a claim whose answer is a 504 (etcd timed out): it may still commit, s
 
   it('whose fence gets no answer either: no fresh pod in that reconcile, and the retry takes the pod the claim landed on', async () => {
     const server = apiServer();
-    const { reconciler, created, statuses, warnings } = scene({
-      pools: [pool],
-      podCache: server.podCache,
-      made: { 'pool-uid-1': 'default' },
-      claimPod: server.claimPod,
-      readPod: server.readPod,
+    const { reconciler, created, statuses, warnings } = sceneOver(server, {
       deletePod: async () => {
         throw apiError(504, 'Timeout: request did not complete within the allotted timeout');
       },
