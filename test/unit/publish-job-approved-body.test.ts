@@ -7,120 +7,40 @@
 //   body posted was not the one approved, whose sha256 nobody compared again. Both now count the
 //   diff's text, and the job refuses a body whose sha256 is not the one approved.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { codingRunSpec, type CodingRunStatus, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { describe, expect, it } from 'vitest';
 import { countDiff, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
-import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
 import { answerPublishApproval, runPublishJob, startPublish } from '../../operator/src/workers/publish-job.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
-import { createBareRepository, git } from '../support/git-fixture.ts';
-import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
+import {
+  branchOnRemote,
+  commitOf,
+  DIFF,
+  publishJobDependencies,
+  publishRemote,
+  publishingRun,
+  runRef,
+  STARTED_AT,
+} from '../support/publish-job-harness.ts';
 
-const TOKEN = 'publish-job-approved-body-token';
-const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+const remote = publishRemote();
 
-let base: string;
-let bare: string;
-let server: GitHttpServer;
-let forge: { server: Server; origin: string; bodies: string[] };
-
-/** A forge API (Gitea's paths) with main for default branch and no open pull request, which records each body it is asked to open. */
-async function startForge(): Promise<typeof forge> {
-  const bodies: string[] = [];
-  const listening = createServer((request, response) => {
-    let text = '';
-    request.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    request.on('end', () => {
-      response.setHeader('content-type', 'application/json');
-      if (request.method === 'POST' && request.url?.endsWith('/pulls')) {
-        const asked = JSON.parse(text) as { title: string; body: string };
-        bodies.push(asked.body);
-        response
-          .writeHead(201)
-          .end(JSON.stringify({ number: 1, html_url: 'https://forge.example/pulls/1', title: asked.title, body: asked.body }));
-      } else if (request.method === 'GET' && request.url?.includes('/pulls?')) response.end('[]');
-      else if (request.method === 'GET' && /^\/api\/v1\/repos\/[^/]+\/[^/]+$/.test(request.url ?? ''))
-        response.end('{"default_branch":"main"}');
-      else response.writeHead(404).end('{"message":"not here"}');
-    });
-  });
-  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
-  return { server: listening, origin: `http://127.0.0.1:${(listening.address() as AddressInfo).port}`, bodies };
-}
-
-beforeEach(async () => {
-  base = mkdtempSync(join(tmpdir(), 'chamvi-publish-body-'));
-  bare = createBareRepository(base).slice('file://'.length);
-  server = await startGitHttpServer(join(base, 'git'), TOKEN);
-  forge = await startForge();
-});
-afterEach(async () => {
-  await server.close();
-  await new Promise((resolve) => forge.server.close(resolve));
-  rmSync(base, { recursive: true, force: true });
-});
+/** The bodies of the pull requests the forge was asked to open. */
+const bodiesPosted = () => remote.forge.opened.map((pull) => pull.body);
 
 /** Run ns/r, publishing with a pull request after approval, its state as finalize has it, and the workers' dependencies over them. */
 function world() {
-  const run: ParsedCodingRun = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: 'r', namespace: 'ns', uid: 'uid-1', generation: 1, creationTimestamp: '2026-12-05T00:00:00Z' },
-    spec: codingRunSpec.parse({
-      task: 'Greet the world',
-      repository: { url: `${server.origin}/hello.git`, revision: 'main', credentialsSecretRef: { name: 'git', key: 'token' } },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-      publish: { pullRequest: {} },
-      approval: { publish: true },
-    }),
-    status: { phase: 'Running' },
-  };
+  const run = publishingRun(remote, { publish: { pullRequest: {} }, approval: { publish: true }, status: { phase: 'Running' } });
   const state = {
-    uid: 'uid-1',
-    namespace: 'ns',
-    name: 'r',
+    ...runRef,
     stage: 'finalizing',
-    revision: git(['rev-parse', 'main'], bare).trim(),
+    revision: commitOf(remote, 'main'),
     step: 3,
     toolCalls: 4,
     usage: { totalTokens: 1234 },
-    startedAt: Date.parse('2026-12-05T00:00:00Z'),
+    startedAt: Date.parse(STARTED_AT),
   } as unknown as RunState;
-  const deps = {
-    states: { load: async () => state, save: async () => undefined, delete: async () => undefined },
-    getRun: async () => run,
-    clonePolicy: { allowRepo: [`${server.origin}/**`], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 1_000 },
-    resources: { secretValue: async () => TOKEN, readDiff: async () => ({ diff: DIFF, configMap: 'r-diff' }) },
-    publishPolicy: {
-      author: { name: 'chamvi test', email: 'chamvi@example.test' },
-      forges: [{ host: server.origin.slice('http://'.length), kind: 'gitea', apiURL: `${forge.origin}/api/v1` }],
-    },
-    status: {
-      write: async (
-        _namespace: string,
-        _name: string,
-        _uid: string,
-        change: (status: CodingRunStatus, current: ParsedCodingRun) => CodingRunStatus,
-      ) => {
-        run.status = change(structuredClone(run.status!), run);
-        return { written: true, run };
-      },
-    },
-    events: { record: async () => undefined },
-    transcript: { append: async () => undefined },
-    queue: { publish: async () => undefined },
-    sandboxes: { release: async () => undefined },
-    metrics: { runsFinished: { inc() {} }, runDuration: { observe() {} } },
-    logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
-    now: () => new Date('2026-12-05T01:00:00Z'),
-  } as unknown as AgentDependencies;
-  return { run, state, deps, ref: { uid: 'uid-1', namespace: 'ns', name: 'r' } };
+  return { run, state, deps: publishJobDependencies(remote, run, state).deps, ref: runRef };
 }
 
 /** The diff as the finalize job keeps it, with the counts the sandbox's shortstat line said: not the diff's. */
@@ -145,9 +65,9 @@ describe('the body a publish approver approves', () => {
     const bodySha256 = await approved(w);
     expect(w.state.pendingApproval).toBeUndefined();
     await runPublishJob(w.deps, w.ref);
-    expect(forge.bodies).toHaveLength(1);
-    expect(sha256(forge.bodies[0]!)).toBe(bodySha256);
-    expect(forge.bodies[0]).toContain('1 files changed, +1 −1');
+    expect(bodiesPosted()).toHaveLength(1);
+    expect(sha256(bodiesPosted()[0]!)).toBe(bodySha256);
+    expect(bodiesPosted()[0]).toContain('1 files changed, +1 −1');
     expect(w.run.status).toMatchObject({ phase: 'Succeeded', result: { published: { branch: 'chamvi/r', pullRequest: { number: 1 } } } });
   });
 
@@ -168,7 +88,7 @@ describe('the body a publish approver approves', () => {
     const bodySha256 = await approved(w);
     expect(bodySha256).toBe(sha256(body));
     await runPublishJob(w.deps, w.ref);
-    expect(forge.bodies).toEqual([body]);
+    expect(bodiesPosted()).toEqual([body]);
   });
 
   it('fails the publish PublishFailed, with nothing pushed or posted, when the body planned at publish is another', async () => {
@@ -184,7 +104,7 @@ describe('the body a publish approver approves', () => {
     expect((error as Error).message).toMatch(
       /the pull request's body planned now is not the one planned when the run ended .*nothing was pushed/,
     );
-    expect(forge.bodies).toEqual([]);
-    expect(git(['ls-remote', bare, 'refs/heads/chamvi/r'], bare)).toBe('');
+    expect(bodiesPosted()).toEqual([]);
+    expect(branchOnRemote(remote, 'chamvi/r')).toBe('');
   });
 });

@@ -16,34 +16,31 @@
 // - A run of a release branch deleted while its approval waited opened its pull request into
 //   the default branch, carrying the release branch's commits: such a run now fails
 //   PublishFailed with nothing pushed, unless spec.publish.pullRequest.base names the base.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
-import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
-import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { describe, expect, it } from 'vitest';
 import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
 import { runPublishJob } from '../../operator/src/workers/publish-job.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
-import { createBareRepository, git } from '../support/git-fixture.ts';
-import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
+import { git } from '../support/git-fixture.ts';
+import {
+  branchOnRemote,
+  commitOf,
+  publishJobDependencies,
+  publishRemote,
+  publishingRun,
+  publishingState,
+  runRef,
+} from '../support/publish-job-harness.ts';
 
-const TOKEN = 'publish-job-listing-token';
-const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
-
-let base: string;
-let bare: string;
-let server: GitHttpServer;
+const remote = publishRemote();
 
 /** Refs refs/heads/zz<i>/<3.5 KB>/HEAD at main's commit, packed as a server keeps them; they sort after main. */
 function addLongRefs(count: number): void {
-  git(['pack-refs', '--all', '--prune'], bare);
-  const main = git(['rev-parse', 'main'], bare).trim();
+  git(['pack-refs', '--all', '--prune'], remote.bare);
+  const main = commitOf(remote, 'main');
   const long = Array.from({ length: 17 }, () => 'x'.repeat(200)).join('/');
-  const file = join(bare, 'packed-refs');
+  const file = join(remote.bare, 'packed-refs');
   const lines = readFileSync(file, 'utf8')
     .split('\n')
     .filter((line) => line !== '' && !line.startsWith('#'));
@@ -53,110 +50,17 @@ function addLongRefs(count: number): void {
   writeFileSync(file, `# pack-refs with: peeled fully-peeled sorted \n${lines.join('\n')}\n`);
 }
 
-/**
- * A forge API (Gitea's paths) whose repository's default branch is main, with no open pull
- * request, which opens each one asked for as number 1 and records it.
- */
-async function startForge(): Promise<{ server: Server; origin: string; opened: Array<{ head: string; base: string }> }> {
-  const opened: Array<{ head: string; base: string }> = [];
-  const forge = createServer((request, response) => {
-    let text = '';
-    request.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    request.on('end', () => {
-      response.setHeader('content-type', 'application/json');
-      if (request.method === 'POST' && request.url?.endsWith('/pulls')) {
-        const asked = JSON.parse(text) as { head: string; base: string; title: string; body: string };
-        opened.push({ head: asked.head, base: asked.base });
-        response
-          .writeHead(201)
-          .end(JSON.stringify({ number: 1, html_url: 'https://forge.example/pulls/1', title: asked.title, body: asked.body }));
-      } else if (request.method === 'GET' && request.url?.includes('/pulls?')) response.end('[]');
-      else if (request.method === 'GET' && /^\/api\/v1\/repos\/[^/]+$/.test(request.url ?? '')) response.end('{"default_branch":"main"}');
-      else response.writeHead(404).end('{"message":"not here"}');
-    });
-  });
-  await new Promise<void>((resolve) => forge.listen(0, '127.0.0.1', resolve));
-  return { server: forge, origin: `http://127.0.0.1:${(forge.address() as AddressInfo).port}`, opened };
-}
-
-let forge: Awaited<ReturnType<typeof startForge>>;
-
-beforeEach(async () => {
-  base = mkdtempSync(join(tmpdir(), 'chamvi-publish-job-'));
-  bare = createBareRepository(base).slice('file://'.length);
-  server = await startGitHttpServer(join(base, 'git'), TOKEN);
-  forge = await startForge();
-});
-afterEach(async () => {
-  await server.close();
-  await new Promise((resolve) => forge.server.close(resolve));
-  rmSync(base, { recursive: true, force: true });
-});
-
 /** The publish job's dependencies for run ns/r of `revision`, publishing as `publish` says, and what it wrote. */
 function publishing(publish: object, revision = 'main', cloned: Partial<RunState> = {}) {
-  const url = `${server.origin}/hello.git`;
-  const run = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: 'r', namespace: 'ns', uid: 'uid-1', generation: 1, creationTimestamp: '2026-12-05T00:00:00Z' },
-    spec: {
-      task: 'Greet the world',
-      repository: { url, revision, credentialsSecretRef: { name: 'git', key: 'token' } },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-      publish,
-    },
-    status: { phase: 'Running', result: { summary: 'Greeted the world.' } },
-  } as unknown as CodingRun;
-  const state = {
-    uid: 'uid-1',
-    namespace: 'ns',
-    name: 'r',
-    stage: 'publishing',
-    publish: { diffSha256: diffSha(DIFF) },
-    revision: git(['rev-parse', `${revision}^{commit}`], bare).trim(),
-    step: 1,
-    usage: { totalTokens: 0 },
-    startedAt: Date.parse('2026-12-05T00:00:00Z'),
-    ...cloned,
-  } as unknown as RunState;
-  const statuses: CodingRunStatus[] = [];
-  const deps = {
-    states: { load: async () => state, save: async () => undefined, delete: async () => undefined },
-    getRun: async () => run,
-    clonePolicy: { allowRepo: [`${server.origin}/**`], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 1_000 },
-    resources: {
-      secretValue: async () => TOKEN,
-      readDiff: async () => ({ diff: DIFF, configMap: 'r-diff' }),
-    },
-    publishPolicy: {
-      author: { name: 'chamvi test', email: 'chamvi@example.test' },
-      forges: [{ host: server.origin.slice('http://'.length), kind: 'gitea', apiURL: `${forge.origin}/api/v1` }],
-    },
-    status: {
-      write: async (
-        _namespace: string,
-        _name: string,
-        _uid: string,
-        change: (status: CodingRunStatus, current: CodingRun) => CodingRunStatus,
-      ) => {
-        statuses.push(change(structuredClone(run.status!), run));
-        return { written: true, run };
-      },
-    },
-    events: { record: async () => undefined },
-    sandboxes: { release: async () => undefined },
-    metrics: { runsFinished: { inc() {} }, runDuration: { observe() {} } },
-    logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
-    now: () => new Date('2026-12-05T01:00:00Z'),
-  } as unknown as AgentDependencies;
-  return { deps, statuses, ref: { uid: 'uid-1', namespace: 'ns', name: 'r' } };
+  const run = publishingRun(remote, { publish, revision });
+  const { deps, done } = publishJobDependencies(remote, run, publishingState(remote, revision, cloned));
+  return { deps, statuses: done.statuses, ref: runRef };
 }
 
 describe('the publish job, on a remote with a megabyte of refs ending in /HEAD after main', () => {
   it('fails PublishFailed publishing to main, which it sees as the default branch, and leaves main as it was', async () => {
     addLongRefs(300);
-    const main = git(['rev-parse', 'main'], bare).trim();
+    const main = commitOf(remote, 'main');
     const { deps, ref } = publishing({ branch: 'main' });
     const error = await runPublishJob(deps, ref).catch((e: unknown) => e);
     expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
@@ -166,16 +70,16 @@ describe('the publish job, on a remote with a megabyte of refs ending in /HEAD a
     expect((error as Error).message).toMatch(
       /branch main is the repository's default branch or the pull request's base, which the operator never moves/,
     );
-    expect(git(['rev-parse', 'main'], bare).trim()).toBe(main);
-    expect(server.served).toBeGreaterThan(0);
+    expect(commitOf(remote, 'main')).toBe(main);
+    expect(remote.server.served).toBeGreaterThan(0);
   });
 
   it("publishes to a branch of the run's own there (the control)", async () => {
     addLongRefs(300);
     const { deps, statuses, ref } = publishing({ branch: 'chamvi/r' });
     await runPublishJob(deps, ref);
-    const commit = git(['rev-parse', 'refs/heads/chamvi/r'], bare).trim();
-    expect(git(['rev-parse', `${commit}^`], bare).trim()).toBe(git(['rev-parse', 'main'], bare).trim());
+    const commit = git(['rev-parse', 'refs/heads/chamvi/r'], remote.bare).trim();
+    expect(git(['rev-parse', `${commit}^`], remote.bare).trim()).toBe(commitOf(remote, 'main'));
     expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded', result: { published: { branch: 'chamvi/r', commit } } });
   });
 });
@@ -186,14 +90,14 @@ describe("the publish job's pull request base, with no spec.publish.pullRequest.
     ['a branch: that branch', 'develop', 'develop'],
     ['a name both a tag and a branch have: the tag, as the clone took it, so the default branch', 'both', 'main'],
   ])('is, for a revision that is %s', async (_, revision, expected) => {
-    const main = git(['rev-parse', 'main'], bare).trim();
-    git(['tag', 'v1.2.0', main], bare);
-    git(['branch', 'develop', main], bare);
-    git(['tag', 'both', main], bare);
-    git(['branch', 'both', main], bare);
+    const main = commitOf(remote, 'main');
+    git(['tag', 'v1.2.0', main], remote.bare);
+    git(['branch', 'develop', main], remote.bare);
+    git(['tag', 'both', main], remote.bare);
+    git(['branch', 'both', main], remote.bare);
     const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, revision);
     await runPublishJob(deps, ref);
-    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: expected }]);
+    expect(remote.forge.opened).toMatchObject([{ head: 'chamvi/r', base: expected }]);
     expect(statuses.at(-1)).toMatchObject({
       phase: 'Succeeded',
       result: { published: { branch: 'chamvi/r', pullRequest: { number: 1 } } },
@@ -204,8 +108,8 @@ describe("the publish job's pull request base, with no spec.publish.pullRequest.
 describe('the publish job, when the branch spec.repository.revision named is gone from the remote', () => {
   /** Branch rel, one commit past main, from which the run started (a tag keeps its commit, as a merge would); deleted on the remote later. */
   function releaseBranchDeleted(): void {
-    const work = join(base, 'rel-work');
-    git(['clone', '-q', bare, work], base);
+    const work = join(remote.dir, 'rel-work');
+    git(['clone', '-q', remote.bare, work], remote.dir);
     git(['commit', '-q', '--allow-empty', '-m', 'release prep'], work);
     git(['push', '-q', 'origin', 'HEAD:refs/heads/rel', 'HEAD:refs/tags/kept-for-the-commit'], work);
   }
@@ -213,7 +117,7 @@ describe('the publish job, when the branch spec.repository.revision named is gon
   it('fails PublishFailed with nothing pushed and no pull request, rather than open it into the default branch', async () => {
     releaseBranchDeleted();
     const { deps, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel');
-    git(['update-ref', '-d', 'refs/heads/rel'], bare);
+    git(['update-ref', '-d', 'refs/heads/rel'], remote.bare);
     const error = await runPublishJob(deps, ref).catch((e: unknown) => e);
     expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
       action: 'fail',
@@ -222,16 +126,16 @@ describe('the publish job, when the branch spec.repository.revision named is gon
     expect((error as Error).message).toMatch(
       /spec\.repository\.revision "rel" no longer names a branch or a tag on the remote .*nothing was pushed.*set spec\.publish\.pullRequest\.base/,
     );
-    expect(forge.opened).toEqual([]);
-    expect(git(['ls-remote', bare, 'refs/heads/chamvi/r'], bare)).toBe('');
+    expect(remote.forge.opened).toEqual([]);
+    expect(branchOnRemote(remote, 'chamvi/r')).toBe('');
   });
 
   it('publishes into the base spec.publish.pullRequest.base names (the control)', async () => {
     releaseBranchDeleted();
     const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: { base: 'main' } }, 'rel');
-    git(['update-ref', '-d', 'refs/heads/rel'], bare);
+    git(['update-ref', '-d', 'refs/heads/rel'], remote.bare);
     await runPublishJob(deps, ref);
-    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'main' }]);
+    expect(remote.forge.opened).toMatchObject([{ head: 'chamvi/r', base: 'main' }]);
     expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded' });
   });
 });
@@ -239,12 +143,12 @@ describe('the publish job, when the branch spec.repository.revision named is gon
 describe('the publish job, when a tag named as the branch spec.repository.revision named is pushed after the clone', () => {
   /** Branch rel, one commit past main, from which the run started; then a tag rel, at main, pushed by someone else. */
   function releaseBranch(): void {
-    const work = join(base, 'rel-work');
-    git(['clone', '-q', bare, work], base);
+    const work = join(remote.dir, 'rel-work');
+    git(['clone', '-q', remote.bare, work], remote.dir);
     git(['commit', '-q', '--allow-empty', '-m', 'release prep'], work);
     git(['push', '-q', 'origin', 'HEAD:refs/heads/rel'], work);
   }
-  const tagPushed = () => git(['tag', 'rel', 'main'], bare);
+  const tagPushed = () => git(['tag', 'rel', 'main'], remote.bare);
 
   it('fails PublishFailed with nothing pushed and no pull request, rather than open it into the default branch', async () => {
     releaseBranch();
@@ -258,15 +162,15 @@ describe('the publish job, when a tag named as the branch spec.repository.revisi
     expect((error as Error).message).toMatch(
       /spec\.repository\.revision "rel" named refs\/heads\/rel on the remote when the run cloned it, and names refs\/tags\/rel now.*nothing was pushed/,
     );
-    expect(forge.opened).toEqual([]);
-    expect(git(['ls-remote', bare, 'refs/heads/chamvi/r'], bare)).toBe('');
+    expect(remote.forge.opened).toEqual([]);
+    expect(branchOnRemote(remote, 'chamvi/r')).toBe('');
   });
 
   it('opens the pull request into the branch when no tag came (the control)', async () => {
     releaseBranch();
     const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel', { revisionRef: 'refs/heads/rel' });
     await runPublishJob(deps, ref);
-    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'rel' }]);
+    expect(remote.forge.opened).toMatchObject([{ head: 'chamvi/r', base: 'rel' }]);
     expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded' });
   });
 
@@ -275,6 +179,6 @@ describe('the publish job, when a tag named as the branch spec.repository.revisi
     const { deps, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel');
     tagPushed();
     await runPublishJob(deps, ref);
-    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'main' }]);
+    expect(remote.forge.opened).toMatchObject([{ head: 'chamvi/r', base: 'main' }]);
   });
 });
