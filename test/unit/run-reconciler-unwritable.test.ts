@@ -187,4 +187,49 @@ describe('a running run padded past what the API server stores', () => {
     expect(world.pods.list()).toEqual([]);
     expect(world.agent.stop).toHaveBeenCalled();
   });
+
+  it('ends, once trimmed, saying the operator took its sandbox down for the refused writes, not that its pod disappeared', async () => {
+    // No cancel: the write refused is the one that records its ready sandbox (SandboxReady).
+    const working = structuredClone(running);
+    delete working.metadata.annotations;
+    const world = cluster([working], [sandboxPod]);
+    await world.reconciler.reconcile('agents/fix');
+    expect(world.pods.list()).toEqual([]);
+    expect(world.agent.stop).toHaveBeenCalled();
+    const trimmed = structuredClone(world.runs.get('agents', 'fix')!);
+    delete trimmed.metadata.labels;
+    world.runs.put(trimmed);
+    await world.reconciler.reconcile('agents/fix');
+    // The ending keeps the last snapshot's diff first; its end wakes the run, decided on with it.
+    await vi.waitFor(() => expect(world.woken).toContain('agents/fix'));
+    await world.reconciler.reconcile('agents/fix');
+    const status = world.runs.get('agents', 'fix')?.status;
+    expect(status?.phase).toBe('Failed');
+    expect(status?.reason).toBe('InvalidSpec');
+    expect(status?.message).not.toMatch(/disappeared/);
+    expect(status?.message).toMatch(/The operator deleted sandbox pod fix-sandbox and stopped the run's agent/);
+    expect(status?.message).toMatch(/the API server refused every write of this run, which was \d+ KiB/);
+    expect(status?.message).toMatch(/cannot go on/);
+  });
+
+  it('ends as a lost sandbox when its pod was gone before the refused write: the operator took nothing down', async () => {
+    const working = structuredClone(running);
+    delete working.metadata.annotations;
+    const world = cluster([working]);
+    await world.reconciler.reconcile('agents/fix');
+    await vi.waitFor(() => expect(world.woken).toContain('agents/fix'));
+    await world.reconciler.reconcile('agents/fix');
+    expect(world.kube.replaceRunStatus).toHaveBeenCalled();
+    expect(world.kube.deletePod).not.toHaveBeenCalled();
+    const trimmed = structuredClone(world.runs.get('agents', 'fix')!);
+    delete trimmed.metadata.labels;
+    world.runs.put(trimmed);
+    const woken = world.woken.length;
+    await world.reconciler.reconcile('agents/fix');
+    await vi.waitFor(() => expect(world.woken.length).toBeGreaterThan(woken));
+    await world.reconciler.reconcile('agents/fix');
+    const status = world.runs.get('agents', 'fix')?.status;
+    expect(status?.reason).toBe('SandboxLost');
+    expect(status?.message).toMatch(/disappeared/);
+  });
 });

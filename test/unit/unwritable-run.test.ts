@@ -6,6 +6,7 @@ import type { Action } from '../../operator/src/reconcile/decision.ts';
 import type { SandboxPodView } from '../../operator/src/reconcile/observed-run.ts';
 import {
   stillUnwritable,
+  endsOnceWritten,
   unwritableMessage,
   unwritableRunTeardown,
   type UnwritableSandbox,
@@ -73,6 +74,19 @@ describe('stillUnwritable', () => {
   });
 });
 
+describe('endsOnceWritten', () => {
+  it.each([
+    [undefined, false],
+    ['Pending', false],
+    // Its agent may have started, but it is given a new pod and starts over once it fits.
+    ['Provisioning', false],
+    ['Running', true],
+    ['WaitingForApproval', true],
+  ])('%s: %s', (phase, ends) => {
+    expect(endsOnceWritten(phase)).toBe(ends);
+  });
+});
+
 describe('unwritableMessage', () => {
   it('tells a run that never started that it is looked at again once trimmed', () => {
     const message = unwritableMessage(1500, ['a-sandbox']);
@@ -81,7 +95,7 @@ describe('unwritableMessage', () => {
     expect(message).not.toMatch(/cannot go on/);
   });
 
-  it('tells a started run that its work cannot go on and ends once trimmed, without the commit continueFrom needs', () => {
+  it('tells a working run (Running, WaitingForApproval) that its work cannot go on and ends once trimmed, without the commit continueFrom needs', () => {
     // Its stop deleted the agent's state, the sign its running jobs heed: trimming ends it.
     const message = unwritableMessage(1500, ['a-sandbox'], true);
     expect(message).toMatch(/Its work cannot go on/);

@@ -4,7 +4,14 @@
 import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import { runBytes } from '../reconcile/run-bytes.ts';
 import { storedJsonBytes } from '../text/stored-json-bytes.ts';
-import { stillUnwritable, unwritableMessage, unwritableRunTeardown, type UnwritableMark } from '../reconcile/unwritable-run.ts';
+import {
+  endsOnceWritten,
+  sandboxTakenDown,
+  stillUnwritable,
+  unwritableMessage,
+  unwritableRunTeardown,
+  type UnwritableMark,
+} from '../reconcile/unwritable-run.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
@@ -32,6 +39,7 @@ import type {
   ReferencedObjects,
   RefusedObject,
   SandboxPodView,
+  SandboxTakenDown,
   SeenApproval,
   TakenName,
 } from '../reconcile/observed-run.ts';
@@ -181,9 +189,6 @@ const FINISHED_RECORD_RECHECK_MS = 10 * 60_000;
 /** A run whose diff is being taken is looked at again this soon, if nothing wakes it first (a take is at most 30 s). */
 const DIFF_TAKING_RECHECK_MS = 5_000;
 
-/** The run's size as its JSON (for a message; decide() refuses one too large by runBytes). */
-/** The run as the API server stores it (run-bytes.ts counts so too). */
-const jsonBytes = (run: CodingRun) => storedJsonBytes(run);
 const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
 
 /** A pod or policy at one of the run's derived names that is not the run's (the informers see only labelled ones). */
@@ -338,6 +343,13 @@ export class RunReconciler {
    */
   private readonly unwritable = new CountedMap<string, UnwritableMark>();
   /**
+   * Working runs (by uid) whose sandbox tooLargeToWrite took down: what their ending says once
+   * they can be written (ObservedRun.sandboxTakenDown), not that their pod disappeared. In memory
+   * only, as the marks are: after a restart or a leader change the ending of such a run says its
+   * pod disappeared, as it did before this was kept. Forgotten once the run has ended or is gone.
+   */
+  private readonly takenDown = new Map<string, SandboxTakenDown>();
+  /**
    * Pool pods this process claimed, by run key, until the cache shows the claim (claimNotCached):
    * a decision made again after a conflict, or a reconcile redone after the write that records a
    * claim failed (a 500), must find this pod, not claim a second one while its agent starts in the first.
@@ -445,6 +457,7 @@ export class RunReconciler {
     this.admittedLocally.delete(uid);
     this.grants.delete(uid);
     this.unwritable.delete(uid);
+    this.takenDown.delete(uid);
     if (this.finalized.delete(uid)) return;
     const key = `${namespace}/${name}`;
     const ofKey = this.gone.get(key) ?? new Map<string, CodingRun>();
@@ -553,6 +566,7 @@ export class RunReconciler {
       if (stillUnwritable(mark, seen)) return { requeueAfterMs: TOO_LARGE_RECHECK_MS };
       this.unwritable.delete(run.metadata.uid);
     }
+    if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.takenDown.delete(run.metadata.uid);
     // What applying a decision taught, for deciding again: a name held by a foreign object,
     // an object the API server refused, the diff kept for a run being ended.
     const takenOnCreate: TakenName[] = [];
@@ -675,6 +689,7 @@ export class RunReconciler {
     const takenNames = takenName(run, 'Pod', pod);
     const ignored = this.ignoredApprovals.get(key);
     const seen = this.seenApprovals.get(key);
+    const takenDown = this.takenDown.get(run.metadata.uid);
     if (pod || this.freshPodsSent.get(key) !== run.metadata.uid) this.freshPodsSent.delete(key);
     const freshPodSent = this.freshPodsSent.has(key);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
@@ -728,6 +743,7 @@ export class RunReconciler {
       ...(isolation ? { isolation } : {}),
       ...(ignored?.uid === run.metadata.uid ? { ignoredApproval: ignored.ignored } : {}),
       ...(seen?.uid === run.metadata.uid ? { seenApproval: seen.seen } : {}),
+      ...(takenDown ? { sandboxTakenDown: takenDown } : {}),
     };
   }
 
@@ -1091,9 +1107,10 @@ export class RunReconciler {
    * grant on a transient 5xx would give its slot to another run.
    */
   private forgetSettledGrants(runs: readonly CodingRun[], scope: PlanScope): void {
-    if (this.grants.size === 0 && this.unwritable.size === 0) return;
+    if (this.grants.size === 0 && this.unwritable.size === 0 && this.takenDown.size === 0) return;
     const byUid = new Map(runs.map((other) => [other.metadata.uid, other]));
     for (const uid of this.unwritable.keys()) if (!byUid.has(uid)) this.unwritable.delete(uid);
+    for (const uid of this.takenDown.keys()) if (!byUid.has(uid)) this.takenDown.delete(uid);
     for (const [uid, grant] of this.grants) {
       const other = byUid.get(uid);
       const phase = other?.status?.phase;
@@ -1291,6 +1308,8 @@ export class RunReconciler {
   ): Promise<{ run: CodingRun; requeueAfterMs: number }> {
     const { namespace, name, uid } = run.metadata;
     const key = `${namespace}/${name}`;
+    const storedPhase = run.status?.phase;
+    const kibibytes = Math.ceil(storedJsonBytes(run) / 1024);
     const answeredPod = answered.pod?.pod.metadata;
     const teardown = unwritableRunTeardown({
       ...(sandbox.pod ? { observedPod: sandbox.pod } : {}),
@@ -1310,8 +1329,11 @@ export class RunReconciler {
     const cached = this.deps.caches.runs.get(namespace, name);
     const stored = cached?.metadata.uid === uid ? cached : run;
     this.unwritable.set(uid, { generation: stored.metadata.generation, bytes: runBytes(stored) });
+    // A teardown that deleted no pod (trimmed, refused again) leaves what the first one kept.
+    const takenDown = sandboxTakenDown(storedPhase, teardown, kibibytes);
+    if (takenDown) this.takenDown.set(uid, takenDown);
     const podsDeleted = teardown.flatMap((action) => (action.type === 'deletePod' ? [action.name] : []));
-    const message = unwritableMessage(Math.ceil(jsonBytes(run) / 1024), podsDeleted, agentStarted);
+    const message = unwritableMessage(kibibytes, podsDeleted, endsOnceWritten(storedPhase));
     this.deps.logger.warn({ ...runLogFields(run), podsDeleted }, message);
     await this.deps.events.record(run, { type: 'Warning', reason: REASONS.InvalidSpec, message }).catch(() => undefined);
     return { run, requeueAfterMs: TOO_LARGE_RECHECK_MS };

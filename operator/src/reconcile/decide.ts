@@ -35,6 +35,7 @@ import { warmPoolFor } from './warm-pool.ts';
 import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
 import { effectiveSpecInput } from './run-template.ts';
 import { pinContinueFrom } from './continue-from-pin.ts';
+import { takenDownEndingMessage } from './unwritable-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
 export const QUEUED_RECHECK_MS = 30_000;
@@ -621,6 +622,10 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     stopSandbox();
     return done();
   }
+  // Not lost: the operator took it down, the run too large for any write (unwritable-run.ts).
+  const takenDown = observed.sandboxTakenDown;
+  if (takenDown && (!pod || pod.deleting || pod.phase === 'Failed' || pod.phase === 'Succeeded'))
+    return end('Failed', REASONS.InvalidSpec, takenDownEndingMessage(takenDown));
   // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
   if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
     if (pod.reason === 'DeadlineExceeded')

@@ -115,6 +115,18 @@ export interface RefusedObject {
   message: string;
 }
 
+/**
+ * A working run's sandbox that the operator took down itself (unwritable-run.ts): the API server
+ * refused every write of the run, so its pod was deleted and its agent stopped (its state with
+ * it) without the status that ends a run. What the run's ending, once it can be written, says.
+ */
+export interface SandboxTakenDown {
+  /** The pods deleted. */
+  podsDeleted: string[];
+  /** The run's size at the refused write, as the API server stores it, in KiB. */
+  kibibytes: number;
+}
+
 export interface ObservedRun {
   run: CodingRun;
   /** The run's own sandbox pod: its derived name, the run's labels and controller ownerReference. */
@@ -184,4 +196,11 @@ export interface ObservedRun {
    * (Decision.lookUpQueuedAnswer), as after a leader change, and decided again knowing.
    */
   answerQueued?: boolean;
+  /**
+   * This process took the run's sandbox down because every write of the run was refused, and
+   * the run is looked at again since it may fit (its labels or annotations trimmed). Kept by the
+   * reconciler in memory only: after a restart or a leader change the run's ending says only that
+   * its pod disappeared.
+   */
+  sandboxTakenDown?: SandboxTakenDown;
 }

@@ -5,7 +5,7 @@
 // measured, decide.ts MAX_RUN_BYTES): its admitting write failed after its pod was created, and
 // the slot given back left that pod up, counted by nothing, for up to its activeDeadlineSeconds.
 import type { Action } from './decision.ts';
-import type { SandboxPodView } from './observed-run.ts';
+import type { SandboxPodView, SandboxTakenDown } from './observed-run.ts';
 
 /** What the controller holds of a run it found unwritable, to tell when it is worth another write. */
 export interface UnwritableMark {
@@ -59,14 +59,15 @@ export function unwritableRunTeardown(sandbox: UnwritableSandbox): Action[] {
 }
 
 /** The Warning Event's text: why the run has no phase and no sandbox, and what makes it fit again. */
-export function unwritableMessage(kibibytes: number, podsDeleted: readonly string[], agentStarted = false): string {
+export function unwritableMessage(kibibytes: number, podsDeleted: readonly string[], working = false): string {
   const sandbox =
     podsDeleted.length > 0
       ? ` Its sandbox pod${podsDeleted.length > 1 ? 's' : ''} ${podsDeleted.join(', ')} ${podsDeleted.length > 1 ? 'were' : 'was'} deleted and its agent stopped, and it holds no slot of maxActiveRuns.`
       : ' It holds no slot of maxActiveRuns and gets no sandbox.';
-  // A started run's agent state goes with its stop (the one sign every job of it heeds), so it
-  // cannot go on: looked at again, it ends, keeping the diff of its last snapshot only.
-  const after = agentStarted
+  // A working run's agent state goes with its stop (the one sign every job of it heeds), so it
+  // cannot go on: looked at again, it ends, keeping the diff of its last snapshot only. One still
+  // Pending or Provisioning is admitted again and starts over (endsOnceWritten).
+  const after = working
     ? ' Its work cannot go on: trimmed (its metadata.labels and metadata.annotations), it is looked at again and ends, keeping the diff of its last snapshot, without the commit spec.continueFrom needs.'
     : ' Or trim its metadata.labels and metadata.annotations: it is looked at again once it is smaller.';
   return (
@@ -74,5 +75,43 @@ export function unwritableMessage(kibibytes: number, podsDeleted: readonly strin
     sandbox +
     ' Delete it and create it smaller (spec.sandbox.env, spec.task and spec.instructions are most of a spec).' +
     after
+  );
+}
+
+/**
+ * Whether a run torn down in this phase can only end once it is written: a Running or
+ * WaitingForApproval run is never given another pod, and its agent's state went with the stop.
+ * One stored as Pending or Provisioning is admitted again and starts over with a new pod.
+ */
+export function endsOnceWritten(storedPhase: string | undefined): boolean {
+  return storedPhase === 'Running' || storedPhase === 'WaitingForApproval';
+}
+
+/**
+ * What a teardown leaves for the run's ending to say (ObservedRun.sandboxTakenDown): only for a
+ * run stored as Running or WaitingForApproval, which cannot be given another pod and can only
+ * end once it is written, and only when the teardown deleted a pod (one already gone or being
+ * deleted was lost before the operator acted, and its ending says so). A run stored as Pending or
+ * Provisioning is admitted again and given a new pod once it fits.
+ */
+export function sandboxTakenDown(
+  storedPhase: string | undefined,
+  teardown: readonly Action[],
+  kibibytes: number,
+): SandboxTakenDown | undefined {
+  if (!endsOnceWritten(storedPhase)) return undefined;
+  const podsDeleted = teardown.flatMap((action) => (action.type === 'deletePod' ? [action.name] : []));
+  return podsDeleted.length > 0 ? { podsDeleted, kibibytes } : undefined;
+}
+
+/** The status.message of a working run whose sandbox the operator took down (decide.ts): what happened, and why it ends. */
+export function takenDownEndingMessage(takenDown: SandboxTakenDown): string {
+  const pods = takenDown.podsDeleted;
+  return (
+    `The operator deleted sandbox pod${pods.length > 1 ? 's' : ''} ${pods.join(', ')} and stopped the run's agent: ` +
+    `the API server refused every write of this run, which was ${takenDown.kibibytes} KiB as the API server stores it, ` +
+    'too large to store with a status (its metadata.labels and metadata.annotations count too). ' +
+    "The agent's working state went with the stop, so the run cannot go on: it ends keeping the diff of its last snapshot, " +
+    'without the commit spec.continueFrom needs. Create the run again, smaller.'
   );
 }
