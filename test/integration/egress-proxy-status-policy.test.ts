@@ -4,32 +4,30 @@
 // parses what sandboxes send; should it run code it was sent, it can still add to status.egress
 // and nothing else: not a run's task (status.template.spec), nor who wrote it (writtenBy), nor
 // its phase or pod. The proxy's own status writer runs here with a token of that ServiceAccount.
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import type { EgressStatus } from '../../operator/src/api/index.ts';
 import { createEgressStatusWriter } from '../../operator/src/egress/egress-status-writer.ts';
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
-import { chartDir, helm } from '../support/helm.ts';
+import { createNamespace, deleteNamespace, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
+import {
+  applyManifests,
+  deleteManifests,
+  egressProxyKubeConfig,
+  renderEgressProxyRelease,
+  type RenderedManifest,
+} from '../support/egress-proxy-release.ts';
 
 const NS = 'egress-proxy-status';
 /** A namespace the release does not watch: the proxy's Role is not there. */
 const OTHER_NS = 'egress-proxy-status-other';
 const RELEASE = 'proxy-status';
-const PROXY = `${RELEASE}-chamvi-operator-egress-proxy`;
-const PROXY_USER = `system:serviceaccount:${NS}:${PROXY}`;
+const PROXY_USER = `system:serviceaccount:${NS}:${RELEASE}-chamvi-operator-egress-proxy`;
 const REFUSED = 'the egress proxy may write only status.egress of a CodingRun';
 
-interface Manifest {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string };
-}
-
-/** The cluster-scoped policy and binding, removed after the file: they would hold names a `helm install` elsewhere owns. */
-let applied = '';
+/** The cluster-scoped policies and bindings, removed after the file: they would hold names a `helm install` elsewhere owns. */
+let applied: RenderedManifest[] = [];
 
 const run = (name: string, namespace = NS) => ({
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -90,58 +88,21 @@ async function createRun(name: string, status?: object, namespace = NS): Promise
     await kubectlOk(['patch', 'crun', name, '-n', namespace, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
 }
 
-/** A KubeConfig for the admin's cluster holding a real token of the proxy's ServiceAccount. */
-async function proxyKubeConfig(): Promise<KubeConfig> {
-  const token = (await kubectlOk(['create', 'token', PROXY, '-n', NS, '--duration=1h'])).trim();
-  const admin = new KubeConfig();
-  admin.loadFromFile(kubeconfigPath());
-  const cluster = admin.getCurrentCluster()!;
-  const proxy = new KubeConfig();
-  proxy.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name: PROXY, token }],
-    contexts: [{ name: PROXY, cluster: cluster.name, user: PROXY }],
-    currentContext: PROXY,
-  });
-  return proxy;
-}
-
 beforeAll(async () => {
   await createNamespace(NS);
   await createNamespace(OTHER_NS);
   // The release installed in NS watching NS: the proxy's ServiceAccount, its Role and binding
   // in NS (its Role in `default` left out), and the status policy; not its Deployment.
-  const rendered = await helm([
-    'template',
-    RELEASE,
-    chartDir,
-    '--namespace',
-    NS,
-    '--set',
-    'egressProxy.enabled=true',
-    '--set',
-    'egressProxy.readApiServerEndpoints=false',
-    '--set',
-    `config.watchNamespaces={${NS}}`,
-  ]);
-  if (rendered.code !== 0) throw new Error(rendered.stderr);
-  const manifests = parseAllDocuments(rendered.stdout)
-    .map((doc) => doc.toJS() as Manifest | null)
-    .filter((doc): doc is Manifest => doc !== null);
-  const rbac = manifests.filter(
-    (doc) =>
-      ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(doc.kind) && doc.metadata.name === PROXY,
-  );
-  expect(rbac.map((doc) => `${doc.kind} ${doc.metadata.namespace}`).sort()).toEqual([
+  const release = await renderEgressProxyRelease(RELEASE, NS);
+  expect(release.rbac.map((doc) => `${doc.kind} ${doc.metadata.namespace}`).sort()).toEqual([
     `Role ${NS}`,
     `RoleBinding ${NS}`,
     `ServiceAccount ${NS}`,
   ]);
-  const policy = manifests.filter((doc) => doc.kind.startsWith('ValidatingAdmissionPolicy') && doc.metadata.name.includes('egress-proxy'));
-  applied = policy.map((doc) => stringify(doc)).join('---\n');
-  await kubectlOk(['apply', '-f', '-'], { input: [...rbac, ...policy].map((doc) => stringify(doc)).join('---\n') });
+  applied = release.policies;
+  await applyManifests([...release.rbac, ...release.policies]);
 
-  proxyKube = createKubeGateway(await proxyKubeConfig());
+  proxyKube = createKubeGateway(await egressProxyKubeConfig(release, NS));
   await createRun('enforcement-probe', operatorStatus);
   await createRun('probe', operatorStatus);
   probeStatus = (await statusOf('probe'))!;
@@ -158,7 +119,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (applied) await kubectl(['delete', '--ignore-not-found', '-f', '-'], { input: applied });
+  await deleteManifests(applied);
   await deleteNamespace(NS);
   await deleteNamespace(OTHER_NS);
 });
