@@ -6,7 +6,6 @@
 import { CustomObjectsApi, DiscoveryV1Api, Watch, type V1EndpointSlice } from '@kubernetes/client-node';
 import { lookup } from 'node:dns/promises';
 import type { AddressInfo } from 'node:net';
-import { API_VERSION, type CodingRun } from './api/index.ts';
 import { Informer } from './controller/informer.ts';
 import { ApiServerAddressError, apiServerSources, resolveApiServerEndpoints } from './egress/api-server-endpoints.ts';
 import { ApiServerEndpoints, apiServerSliceSource, apiServerSliceWatch, readApiServerSlice } from './egress/api-server-slice.ts';
@@ -22,7 +21,7 @@ import { parseHostPatterns } from './egress/host-pattern.ts';
 import { RunDirectory } from './egress/run-directory.ts';
 import { egressRunInformers } from './egress/egress-run-informers.ts';
 import { egressRunWatch } from './egress/egress-run-watch.ts';
-import { EventRecorder } from './kube/event-recorder.ts';
+import { egressRunEvents } from './egress/egress-run-events.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
@@ -65,21 +64,11 @@ async function main(): Promise<void> {
   const apiServer = new ApiServerEndpoints(apiServerFound);
   const directory = new RunDirectory();
   const metrics = new EgressMetrics({ liveRuns: () => directory.size });
-  const events = new EventRecorder(kube, config.identity, logger);
   const audit = new EgressAudit({
     logger,
     metrics,
     addToStatus: createEgressStatusWriter(kube),
-    recordEvent: (run, event) =>
-      events.record(
-        {
-          apiVersion: API_VERSION,
-          kind: 'CodingRun',
-          metadata: { namespace: run.namespace, name: run.name, uid: run.uid },
-          spec: {},
-        } as CodingRun,
-        event,
-      ),
+    recordEvent: egressRunEvents(kube, config.identity, logger),
     flushIntervalMs: config.statusFlushSeconds * 1000,
   });
   // A few runs a page (EGRESS_RUN_PAGE_LIMIT): a page is held whole before the cache slims it.

@@ -3,7 +3,7 @@
 // policy (templates/egress-proxy-event-policy.yaml) applied to the local control plane. RBAC lets
 // the proxy create any Event in the namespaces it serves; should it run code it was sent, the
 // policy holds it to its own one: a Warning EgressDenied about a CodingRun of the Event's
-// namespace, reported as the operator. The proxy's own audit and Event recorder run here with a
+// namespace, reported as the proxy (never in the operator's name). The proxy's own audit and Event recorder run here with a
 // token of that ServiceAccount; every forged Event is first seen to pass RBAC alone.
 import { EventsV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,8 +11,8 @@ import { stringify } from 'yaml';
 import { API_VERSION } from '../../operator/src/api/index.ts';
 import { EgressAudit } from '../../operator/src/egress/egress-audit.ts';
 import { EgressMetrics } from '../../operator/src/egress/egress-metrics.ts';
+import { EGRESS_PROXY_REPORTER, egressRunEvents } from '../../operator/src/egress/egress-run-events.ts';
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
-import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { createNamespace, deleteNamespace, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
 import {
@@ -65,8 +65,8 @@ function proxyForm(uid: string): CoreV1Event {
     type: 'Warning',
     reason: 'EgressDenied',
     message: 'The egress proxy refused evil.example:443 (rule not-allowed): not on the run list',
-    source: { component: 'chamvi-operator' },
-    reportingComponent: 'chamvi.dev/operator',
+    source: { component: EGRESS_PROXY_REPORTER.component },
+    reportingComponent: EGRESS_PROXY_REPORTER.reportingComponent,
     reportingInstance: `${RELEASE}-chamvi-operator-egress-proxy-6b9f7c-x2x9q-1`,
     firstTimestamp: now,
     lastTimestamp: now,
@@ -124,12 +124,17 @@ const forgeries: { case: string; forge: (event: CoreV1Event) => CoreV1Event; ref
   {
     case: "the kubelet's name",
     forge: (event) => ({ ...event, source: { component: 'kubelet', host: 'node-1' }, reportingComponent: 'kubelet' }),
-    refused: `${REFUSED} only Events reported as source.component chamvi-operator and reportingComponent chamvi.dev/operator, not kubelet and kubelet on host node-1`,
+    refused: `${REFUSED} only Events reported as source.component chamvi-egress-proxy and reportingComponent chamvi.dev/egress-proxy, not kubelet and kubelet on host node-1`,
+  },
+  {
+    case: "the operator's name",
+    forge: (event) => ({ ...event, source: { component: 'chamvi-operator' }, reportingComponent: 'chamvi.dev/operator' }),
+    refused: 'not chamvi-operator and chamvi.dev/operator',
   },
   {
     case: 'another reportingComponent beside the source',
     forge: (event) => ({ ...event, reportingComponent: 'chamvi.dev/approvals' }),
-    refused: 'not chamvi-operator and chamvi.dev/approvals',
+    refused: 'not chamvi-egress-proxy and chamvi.dev/approvals',
   },
   {
     case: 'a related object',
@@ -266,7 +271,7 @@ describe('the Events the egress proxy ServiceAccount may create, against the rea
       info: () => undefined,
       warn: (fields: object, message: string) => warnings.push(`${message} ${JSON.stringify(fields)}`),
     };
-    const events = new EventRecorder(proxyKube, `${release.proxy}-6b9f7c-x2x9q-1`, logger);
+    const recordEvent = egressRunEvents(proxyKube, `${release.proxy}-6b9f7c-x2x9q-1`, logger);
     const sent: Promise<void>[] = [];
     // As egress-proxy-main.ts wires them; the audit does not await its Events, so the test keeps them.
     const audit = new EgressAudit({
@@ -274,14 +279,7 @@ describe('the Events the egress proxy ServiceAccount may create, against the rea
       metrics: new EgressMetrics({ defaultMetrics: false }),
       addToStatus: () => Promise.resolve(),
       recordEvent: (egressRun, event) => {
-        const recorded = events.record(
-          {
-            apiVersion: API_VERSION,
-            kind: 'CodingRun',
-            metadata: { namespace: egressRun.namespace, name: egressRun.name, uid: egressRun.uid },
-          },
-          event,
-        );
+        const recorded = recordEvent(egressRun, event);
         sent.push(recorded);
         return recorded;
       },
@@ -315,6 +313,9 @@ describe('the Events the egress proxy ServiceAccount may create, against the rea
         reason: 'EgressDenied',
         involvedObject: expect.objectContaining({ apiVersion: API_VERSION, kind: 'CodingRun', name: 'denied', namespace: NS, uid }),
         message: expect.stringContaining('The egress proxy refused evil.example:443'),
+        // Said by the proxy, not the operator: `kubectl describe` shows who refused.
+        source: { component: 'chamvi-egress-proxy' },
+        reportingComponent: 'chamvi.dev/egress-proxy',
       }),
     ]);
   });

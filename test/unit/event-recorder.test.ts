@@ -14,7 +14,7 @@ const run = {
 function recorder(): { events: CoreV1Event[]; recorder: EventRecorder } {
   const events: CoreV1Event[] = [];
   const kube = { createEvent: async (event: CoreV1Event) => void events.push(event) } as unknown as KubeGateway;
-  return { events, recorder: new EventRecorder(kube, 'operator-0', { warn: () => {} }, () => new Date('2026-11-30T09:00:00Z')) };
+  return { events, recorder: new EventRecorder(kube, 'operator-0', { warn: () => {} }, { now: () => new Date('2026-11-30T09:00:00Z') }) };
 }
 
 describe('EventRecorder.record', () => {

@@ -16,13 +16,33 @@ export interface EventLogger {
   warn(fields: object, message: string): void;
 }
 
+/** Who an Event says reported it (`kubectl describe`'s From column is `component`). */
+export interface EventReporter {
+  component: string;
+  reportingComponent: string;
+}
+
+export const OPERATOR_REPORTER: EventReporter = { component: 'chamvi-operator', reportingComponent: 'chamvi.dev/operator' };
+
+export interface EventRecorderOptions {
+  now?: () => Date;
+  /** The operator unless given: the egress proxy reports as itself (egress/egress-run-events.ts). */
+  reporter?: EventReporter;
+}
+
 export class EventRecorder {
+  private readonly now: () => Date;
+  private readonly reporter: EventReporter;
+
   constructor(
     private readonly kube: KubeGateway,
     private readonly identity: string,
     private readonly logger: EventLogger,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: EventRecorderOptions = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.reporter = options.reporter ?? OPERATOR_REPORTER;
+  }
 
   /** `run` is any object the operator reports on: a CodingRun, or a CodingSchedule. */
   async record(
@@ -47,8 +67,8 @@ export class EventRecorder {
         type: event.type,
         reason: event.reason,
         message: oneLineText(event.message, EVENT_MESSAGE_CHARACTERS),
-        source: { component: 'chamvi-operator' },
-        reportingComponent: 'chamvi.dev/operator',
+        source: { component: this.reporter.component },
+        reportingComponent: this.reporter.reportingComponent,
         reportingInstance: this.identity.slice(0, 128),
         firstTimestamp: time,
         lastTimestamp: time,
