@@ -54,6 +54,9 @@ export interface SandboxExecRegistrarOptions {
 const EXEC_GROUP = 'kwok.x-k8s.io';
 const EXEC_VERSION = 'v1alpha1';
 const EXEC_PLURAL = 'execs';
+/** The waits between writes of a pod's Exec object that failed: 250 ms, doubled up to 4 s. */
+const FIRST_RETRY_MS = 250;
+const LONGEST_RETRY_MS = 4_000;
 
 interface Entry {
   uid: string;
@@ -82,7 +85,6 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     const workspace = { workspaceDir: path.join(base, 'workspace'), homeDir: path.join(base, 'home') };
     await killBackgroundJobs(workspace.homeDir).catch(() => undefined);
     await rm(base, { recursive: true, force: true });
-    void uid;
     await mkdir(workspace.workspaceDir, { recursive: true });
     await mkdir(workspace.homeDir, { recursive: true });
     const manifest = podExecManifest({
@@ -99,16 +101,41 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
         NODE_COMPILE_CACHE: path.join(rootDir, 'node-compile-cache'),
       },
     });
+    // Written again until the API server takes it: a write that failed once (an API server slow
+    // under load, a refusal) left the pod with no Exec for its life, every exec into it failed,
+    // and a run spent its job's tries (about 90 s) short of its phase. Not the directories:
+    // a write that failed may still have landed, and kwok may already run commands in them.
+    for (let wait = FIRST_RETRY_MS; ; wait = Math.min(wait * 2, LONGEST_RETRY_MS)) {
+      try {
+        await writeExec(namespace, name, manifest);
+        break;
+      } catch (error) {
+        // Gone, or another pod under its name now (whose own registration follows this one).
+        if (stopped || entries.get(key(namespace, name))?.uid !== uid) throw error;
+        log(`could not register exec for ${namespace}/${name} (${String(error)}); trying again in ${wait} ms`);
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+    ready.set(key(namespace, name), workspace);
+    log(`registered exec for ${namespace}/${name} in ${base}`);
+    return workspace;
+  }
+
+  /**
+   * Creates the pod's Exec object, or replaces the one already under its name (an older pod's,
+   * or this registration's own create whose answer was lost). The API server replaces a custom
+   * object only at the resourceVersion it holds: a replace without one is refused (422).
+   */
+  async function writeExec(namespace: string, name: string, manifest: object): Promise<void> {
     const object = { group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL };
     try {
       await custom.createNamespacedCustomObject({ ...object, body: manifest });
     } catch (error) {
       if (statusCode(error) !== 409) throw error;
-      await custom.replaceNamespacedCustomObject({ ...object, name, body: manifest });
+      const current = (await custom.getNamespacedCustomObject({ ...object, name })) as { metadata?: { resourceVersion?: string } };
+      const metadata = { ...(manifest as { metadata: object }).metadata, resourceVersion: current.metadata?.resourceVersion };
+      await custom.replaceNamespacedCustomObject({ ...object, name, body: { ...manifest, metadata } });
     }
-    ready.set(key(namespace, name), workspace);
-    log(`registered exec for ${namespace}/${name} in ${base}`);
-    return workspace;
   }
 
   async function release(namespace: string, name: string, entry: Entry): Promise<void> {

@@ -1,0 +1,132 @@
+// The test harness's kwok exec registrar (test/support/sandbox-exec-registrar.ts) on the real
+// API server, when the write of a pod's Exec object fails: the pod is wired once the API server
+// takes the write. A registrar that gave up after one failed write left its pod with no Exec for
+// its whole life, so every exec the operator made into it failed, and a run spent its job's ten
+// tries (about 90 s) short of its phase: the shape of run-deletion's one CI failure (delete-3
+// never reached WaitingForApproval). Nothing said why: the registrar's log went nowhere.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
+import { eventually } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const NS = 'registrar-retries';
+const POLICY = 'registrar-retries-refuse-execs';
+let root: string;
+
+function sandboxPod(name: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NS, labels: { 'app.kubernetes.io/name': 'chamvi-sandbox' } },
+    spec: { containers: [{ name: 'sandbox', image: 'chamvi-sandbox:test' }] },
+  });
+}
+
+function execObject(name: string, workDir: string): string {
+  return JSON.stringify({
+    apiVersion: 'kwok.x-k8s.io/v1alpha1',
+    kind: 'Exec',
+    metadata: { name, namespace: NS },
+    spec: { execs: [{ local: { workDir } }] },
+  });
+}
+
+/** The workDir the pod's kwok Exec object names, or undefined when it has none. */
+async function execWorkDir(pod: string): Promise<string | undefined> {
+  const result = await kubectl(['get', 'execs.kwok.x-k8s.io', pod, '-n', NS, '-o', 'jsonpath={.spec.execs[0].local.workDir}']);
+  return result.code === 0 ? result.stdout.trim() : undefined;
+}
+
+/** A policy that has the API server refuse every write of an Exec object in NS, and the function that lifts it. */
+async function refuseExecWrites(): Promise<() => Promise<void>> {
+  const manifests = [
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: POLICY },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          resourceRules: [{ apiGroups: ['kwok.x-k8s.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['execs'] }],
+        },
+        validations: [{ expression: 'false', message: 'Exec writes refused for the test' }],
+      },
+    },
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: POLICY },
+      spec: {
+        policyName: POLICY,
+        validationActions: ['Deny'],
+        matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
+      },
+    },
+  ];
+  await kubectlOk(['apply', '-f', '-'], { input: manifests.map((manifest) => stringify(manifest)).join('---\n') });
+  // The API server enforces a new policy a moment later: wait until it refuses a probe.
+  await eventually(
+    async () => ((await kubectl(['create', '-f', '-'], { input: execObject('probe', '/tmp') })).code !== 0 ? true : undefined),
+    30_000,
+    'the policy to refuse an Exec',
+  );
+  await kubectl(['delete', 'execs.kwok.x-k8s.io', 'probe', '-n', NS, '--ignore-not-found']);
+  return async () => {
+    await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', POLICY, '--ignore-not-found']);
+  };
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(tmpdir(), 'chamvi-registrar-retries-'));
+  await createNamespace(NS);
+});
+
+afterAll(async () => {
+  await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', POLICY, '--ignore-not-found']);
+  await deleteNamespace(NS);
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+describe('the sandbox exec registrar, when the write of an Exec fails', () => {
+  it('wires a pod whose Exec the API server refused at first, once it takes the write', async () => {
+    const lift = await refuseExecWrites();
+    const said: string[] = [];
+    const registrar = await startSandboxExecRegistrar({
+      kubeconfig: kubeconfigPath(),
+      rootDir: path.join(root, 'refused'),
+      log: (message) => said.push(message),
+    });
+    try {
+      await kubectlOk(['create', '-f', '-'], { input: sandboxPod('refused-at-first') });
+      // Control: the write was tried and refused.
+      await eventually(
+        async () => (said.some((message) => message.startsWith(`could not register exec for ${NS}/refused-at-first`)) ? true : undefined),
+        30_000,
+        'the refused registration',
+      );
+      expect(registrar.workspaceOf(NS, 'refused-at-first')).toBeUndefined();
+      await lift();
+      const workspace = await registrar.waitForWorkspace(NS, 'refused-at-first', 20_000);
+      expect(await execWorkDir('refused-at-first')).toBe(workspace.workspaceDir);
+    } finally {
+      await lift();
+      await registrar.stop();
+    }
+  });
+
+  it("takes over an Exec already under the pod's name (a create that landed but whose answer was lost)", async () => {
+    await kubectlOk(['create', '-f', '-'], { input: execObject('left-behind', path.join(root, 'elsewhere')) });
+    const registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: path.join(root, 'taken-over') });
+    try {
+      await kubectlOk(['create', '-f', '-'], { input: sandboxPod('left-behind') });
+      const workspace = await registrar.waitForWorkspace(NS, 'left-behind', 20_000);
+      expect(await execWorkDir('left-behind')).toBe(workspace.workspaceDir);
+    } finally {
+      await registrar.stop();
+    }
+  });
+});
