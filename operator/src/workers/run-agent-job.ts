@@ -14,6 +14,7 @@ import { runPrepareJob } from './prepare-job.ts';
 import { runPublishJob } from './publish-job.ts';
 import { runRefFrom } from './run-ref.ts';
 import { runResumeJob } from './resume-job.ts';
+import { saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { runStepJob } from './step-job.ts';
 
 export interface AgentJob {
@@ -46,7 +47,15 @@ function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<
   }
 }
 
-/** The deadline passed during a step: stop the loop and keep what was done. */
+/** The run ended (its stop deleted the state) after the deadline's stop loaded it: no finalize for it. */
+const ENDED_AT_DEADLINE: LetGo = {
+  why: 'the run ended as its deadline passed: its stop is not saved, no finalize is queued and the run is let go',
+};
+
+/**
+ * The deadline passed during a step: stop the loop and keep what was done. Saved only over a
+ * state still there: the run may have ended since the load (a cancel's ending, a deletion).
+ */
 async function finalizeAfterDeadline(
   deps: AgentDependencies,
   ref: RunRef,
@@ -56,7 +65,7 @@ async function finalizeAfterDeadline(
   if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
   state.stage = 'finalizing';
   state.stop = stop;
-  await deps.states.save(state);
+  if (!(await saveOrLetGo(deps, ref, state, ENDED_AT_DEADLINE))) return;
   await deps.queue.finalize(ref, state.verification?.attempts);
 }
 

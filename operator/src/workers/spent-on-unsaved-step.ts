@@ -8,6 +8,7 @@
 import { addUsage, type TokenUsage } from '../agent/usage-accounting.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
+import { saveIfPresent } from './save-if-present.ts';
 
 /**
  * Whether the saved state is still the one the step after `completed` steps began from, so a
@@ -23,7 +24,7 @@ export function asksTheModelAgain(saved: RunState, completed: number): boolean {
  * (discardedModelCalls, which spec.budget.maxSteps counts too): the retry's check before its
  * model call then sees both budgets. Read again rather than taken from the step's own copy,
  * which has moved on and may have been saved; a failure here only logs, the step's own error
- * is the one that matters.
+ * is the one that matters. A state gone (the run ended) is not written again.
  */
 export async function keepSpentOfUnsavedStep(deps: AgentDependencies, ref: RunRef, completed: number, spent: TokenUsage): Promise<void> {
   try {
@@ -31,7 +32,9 @@ export async function keepSpentOfUnsavedStep(deps: AgentDependencies, ref: RunRe
     if (!saved || !asksTheModelAgain(saved, completed)) return;
     saved.usage = addUsage(saved.usage, spent);
     saved.discardedModelCalls = (saved.discardedModelCalls ?? 0) + 1;
-    await deps.states.save(saved);
+    // Only over a state still there: the run's stop may have deleted it since the load, and a
+    // run that ended has nothing to keep the tokens in (false: nothing written).
+    await saveIfPresent(deps, saved);
   } catch (error) {
     deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not save the tokens of a failed step');
   }

@@ -60,6 +60,8 @@ const LEAN_RESULT = { requestBody: false, responseBody: false } as const;
 const ANSWER_TOOL_CALLS = MAX_TOOL_CALLS_PER_STEP + 1;
 /** A run ended during the model call (its stop deleted the state): the answer's calls must not run. */
 const MODEL_CALL_ENDED: LetGo = { why: 'the run ended during the model call: its tool calls are not run and the run is let go' };
+/** A run ended before a budget stop before the model call was saved: no finalize is queued for it. */
+const STOPPED_BEFORE_CALL: LetGo = { why: 'the run ended before its budget stop was saved: no finalize is queued and the run is let go' };
 
 /** One model call through generateText: what it returned, and its answer as with-answer-bounds.ts reported it. */
 interface ModelCall<T> {
@@ -130,8 +132,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await settleTrailingRecord(deps, run, state);
     state.stage = 'finalizing';
     state.stop = { reason: early.reason, message: early.message };
-    await deps.states.save(state);
-    await deps.queue.finalize(ref, state.verification?.attempts);
+    // The run may have ended since its state was loaded (the Secret read, the tally's): its
+    // stop deleted the state, and the finalize queued here would act for a run that ended.
+    if (await saveOrLetGo(deps, ref, state, STOPPED_BEFORE_CALL)) await deps.queue.finalize(ref, state.verification?.attempts);
     return;
   }
 
@@ -232,7 +235,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await countTeamTokens(deps, ref.namespace, spentUsage.totalTokens);
     if (spent.length > 0) {
       state.usage = addUsage(state.usage, spentUsage);
-      await deps.states.save(state).catch((saveError: unknown) => {
+      // Only over a state still there: a run ended during the call has none to keep them in
+      // (its stop deleted it), and the error goes on as it would have.
+      await saveIfPresent(deps, state).catch((saveError: unknown) => {
         deps.logger.warn({ err: saveError instanceof Error ? saveError.message : String(saveError) }, 'could not save the spent tokens');
       });
     }
