@@ -2,8 +2,8 @@
 // whose processor is the ScheduleReconciler. Timers for the next scheduled time come from
 // the reconciler's requeueAfter; the informers only say when to look again early.
 import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-node';
-import { PLURAL, type CodingRun } from '../api/index.ts';
-import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule } from '../api/coding-schedule.ts';
+import { GROUP, PLURAL, type CodingRun } from '../api/index.ts';
+import { SCHEDULE_KIND, SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule } from '../api/coding-schedule.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
@@ -35,6 +35,25 @@ export const SCHEDULE_RECONCILES_AT_ONCE = 16;
  */
 export function scheduleChangeWakes(previous: CodingSchedule | undefined, schedule: CodingSchedule): boolean {
   return !previous || previous.metadata.uid !== schedule.metadata.uid || previous.metadata.generation !== schedule.metadata.generation;
+}
+
+type OwnerReference = { apiVersion?: string; kind?: string; name?: string; controller?: boolean };
+
+/**
+ * The schedule (`namespace/name`) a change to a run wakes: the CodingSchedule the run's
+ * controller reference names, when the run also carries that schedule's label (its reconcile
+ * lists runs by the label, so no other run of it counts). The label alone is no sign of the
+ * schedule: anyone who may create runs writes it, and every run so labelled woke the schedule
+ * at each phase change, each wake a list of every labelled run, ten a page. The reference's uid
+ * is not compared: the slim run cache holds no schedule, and the reconcile tells its own runs
+ * by uid (runs-of-schedule.ts).
+ */
+export function scheduleKeyOfRun(run: CodingRun): string | undefined {
+  const label = run.metadata.labels?.[SCHEDULE_LABEL];
+  if (!label) return undefined;
+  const controller = (run.metadata as { ownerReferences?: OwnerReference[] }).ownerReferences?.find((owner) => owner.controller === true);
+  const isSchedule = controller?.apiVersion?.split('/')[0] === GROUP && controller.kind === SCHEDULE_KIND && controller.name === label;
+  return isSchedule ? `${run.metadata.namespace}/${label}` : undefined;
 }
 
 export class ScheduleController {
@@ -77,12 +96,6 @@ export class ScheduleController {
     );
 
     const scheduleKey = (schedule: CodingSchedule) => `${schedule.metadata.namespace}/${schedule.metadata.name}`;
-    // A run's owner schedule wants to know when the run appears, ends or goes (Forbid,
-    // history, lastSuccessfulTime); its steps are not its business.
-    const ownerKey = (run: CodingRun) => {
-      const schedule = run.metadata.labels?.[SCHEDULE_LABEL];
-      return schedule ? `${run.metadata.namespace}/${schedule}` : undefined;
-    };
     for (const namespace of namespaces) {
       this.informers.push(
         new Informer<CodingSchedule>(
@@ -113,8 +126,10 @@ export class ScheduleController {
             }),
           },
           {
+            // A run's owner schedule wants to know when the run appears, ends or goes (Forbid,
+            // history, lastSuccessfulTime); its steps are not its business.
             onChange: (run, previous) => {
-              const key = ownerKey(run);
+              const key = scheduleKeyOfRun(run);
               const changed =
                 !previous ||
                 previous.status?.phase !== run.status?.phase ||
@@ -122,7 +137,7 @@ export class ScheduleController {
               if (key && changed) this.queue.add(key);
             },
             onDelete: (run) => {
-              const key = ownerKey(run);
+              const key = scheduleKeyOfRun(run);
               if (key) this.queue.add(key);
             },
           },

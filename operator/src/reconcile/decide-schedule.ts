@@ -7,9 +7,15 @@
 //   are dropped: an operator down for a day starts one run, not one per missed time.
 // - Past startingDeadlineSeconds the due time is skipped and reported (MissedSchedule).
 // - Forbid leaves the due time unhandled while a run is active, so it starts when that run
-//   ends if still within the deadline; Replace deletes the active runs; Allow just creates.
-//   Active means any run the schedule controls, its foreign ones included (runs-of-schedule.ts).
+//   ends if still within the deadline; Replace deletes the unfinished runs; Allow just creates.
+//   Active means any unfinished run the schedule controls, its foreign ones included
+//   (runs-of-schedule.ts), that has a phase or was made under PHASELESS_RUN_HOLDS_MS ago.
 // - Suspend creates nothing; on resume the latest missed time runs if within the deadline.
+//
+// Runs planted ahead (docs/schedules.md): whoever may create CodingRuns can write a run under the
+// name, labels and controller reference the schedule gives a time. One labelled for a time still
+// to come is not the schedule's until that time (SCHEDULED_TIME_CLOCK_SKEW_MS), and one that never
+// got a phase stops holding the schedule after PHASELESS_RUN_HOLDS_MS.
 //
 // Idempotence (an operator killed between creating a run and writing the status): the runs
 // carry their scheduled time in a label, so when a run for the due time already exists the
@@ -33,6 +39,8 @@ export interface ScheduledRun {
   scheduledTime: Date;
   phase?: Phase;
   completionTime?: Date;
+  /** metadata.creationTimestamp: how long a run without a phase has gone without one. Absent: taken as just made. */
+  createdAt?: Date;
   /** Being deleted (deletionTimestamp): neither active nor history. */
   deleting?: boolean;
 }
@@ -76,7 +84,7 @@ export interface ScheduleInput {
 export interface ScheduleDecision {
   /** Create a run for this scheduled time. */
   create?: Date;
-  /** Runs to delete: Replace's active runs, then history past the limits. */
+  /** Runs to delete: Replace's unfinished runs, then history past the limits. */
   deleteRuns: Array<{ name: string; because: 'Replace' | 'History' }>;
   /** The whole status (without a run created by `create`: the controller adds it once the API server has taken it). */
   status: CodingScheduleStatus;
@@ -144,7 +152,35 @@ function conditionMessage(message: string): string {
   return oneLineText(message, read);
 }
 
-const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
+/**
+ * How far after now a run's labelled time may be and the run still be the schedule's. The
+ * schedule makes a run only for a time at or before its clock, so a run for a later time was made
+ * ahead by someone else (the name and the controller reference can be worked out). Three finished
+ * runs planted for 9999 stayed the newest history for ever, and every run the schedule made was
+ * deleted as history as soon as it ended. The allowance is for another replica's clock running
+ * ahead of this one's (a run made by the leader before a handover): minutes, as NTP keeps nodes
+ * well within, and a planted run it lets in takes only its own time, minutes away anyway.
+ */
+export const SCHEDULED_TIME_CLOCK_SKEW_MS = 5 * 60_000;
+
+/**
+ * How long a run with no phase still holds the schedule (Forbid, status.active). The run
+ * controller writes a phase at its first look, seconds after the create; a run too large for any
+ * status write never gets one (unwritable-run.ts), and its sandbox is taken down, so it does no
+ * work. One planted padded past a status write held a Forbid schedule for good. The cost: a run
+ * made just before the operator was down longer than this, found still phaseless when it is back,
+ * holds nothing, so the next time due under Forbid may start beside it (Replace deletes it).
+ */
+export const PHASELESS_RUN_HOLDS_MS = 5 * 60_000;
+
+/** Not finished and not being deleted: Replace deletes it. */
+const isUnfinished = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
+/** Holds the schedule (Forbid, status.active): unfinished, and with a phase or still young enough to be waiting for its first. */
+const holdsSchedule = (run: ScheduledRun, now: Date) =>
+  isUnfinished(run) &&
+  (run.phase !== undefined || run.createdAt === undefined || now.getTime() - run.createdAt.getTime() <= PHASELESS_RUN_HOLDS_MS);
+/** The run's time has come (SCHEDULED_TIME_CLOCK_SKEW_MS): before it, the run is not the schedule's. */
+const isTimeCome = (run: ScheduledRun, now: Date) => run.scheduledTime.getTime() <= now.getTime() + SCHEDULED_TIME_CLOCK_SKEW_MS;
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
 const date = (value: string | undefined) => (value ? new Date(value) : undefined);
 /** RFC 3339 to the second, as Kubernetes writes its own timestamps (scheduled times are whole minutes). */
@@ -156,10 +192,16 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   const deleteRuns: ScheduleDecision['deleteRuns'] = [];
   let lastScheduleTime = date(status.lastScheduleTime);
   let lastMissedTime = date(status.lastMissedTime);
-  let active = input.runs.filter(isActive);
+  // Runs for a time still to come are left out of everything: neither active, history, the run
+  // for the time due, nor a success. No Event is said of them: they do nothing to the schedule
+  // until their time, whoever planted them could make the schedule warn at every reconcile, and
+  // when the time comes the run takes it as any run planted under the name does.
+  const runs = input.runs.filter((run) => isTimeCome(run, now));
+  const foreign = (input.foreign ?? []).filter((run) => isTimeCome(run, now));
+  let active = runs.filter((run) => holdsSchedule(run, now));
   // Not listed or counted in status, but under the concurrency policy: one may be the schedule's
   // own run, made before an earlier operator's lost status write and an edit.
-  const foreignActive = (input.foreign ?? []).filter(isActive);
+  const foreignActive = foreign.filter((run) => holdsSchedule(run, now));
   let create: Date | undefined;
   // The run found already made for the time due: until a status write records that time, the
   // run is the only sign it was handled.
@@ -167,8 +209,8 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
 
   const due = cron && !input.problem ? dueTime(input, cron) : undefined;
   if (due && !spec.suspend) {
-    const existing = input.runs.find((run) => run.scheduledTime.getTime() === due.getTime());
-    const claiming = (input.foreign ?? []).filter((run) => run.scheduledTime.getTime() === due.getTime());
+    const existing = runs.find((run) => run.scheduledTime.getTime() === due.getTime());
+    const claiming = foreign.filter((run) => run.scheduledTime.getTime() === due.getTime());
     const deadline = spec.startingDeadlineSeconds;
     if (existing) {
       // Created by an earlier attempt whose status write was lost: record it, create nothing.
@@ -189,9 +231,12 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       // Left unhandled: the run starts when the active one ends, if still within the deadline.
     } else {
       if (spec.concurrencyPolicy === 'Replace') {
-        for (const run of [...active, ...foreignActive]) {
+        // Every unfinished run, a phaseless one past PHASELESS_RUN_HOLDS_MS too: it holds nothing,
+        // but should the run controller give it a phase late it would run beside the new one.
+        for (const run of [...runs, ...foreign].filter(isUnfinished)) {
           deleteRuns.push({ name: run.name, because: 'Replace' });
-          events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted active run ${run.name}: concurrencyPolicy is Replace` });
+          const which = holdsSchedule(run, now) ? `active run ${run.name}` : `run ${run.name}, which never got a phase`;
+          events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted ${which}: concurrencyPolicy is Replace` });
         }
         active = [];
       }
@@ -203,11 +248,11 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   // Not the run just recorded, though past the limits (finished, a limit of 0): were this
   // status write to fail too (a 409, a 422), the next decision would find the time due and no
   // run for it, and make the run again. It goes at the next decision, once its time is recorded.
-  const pastLimits = pastHistoryLimits(input.runs, spec);
+  const pastLimits = pastHistoryLimits(runs, spec);
   const heldBack = recorded !== undefined && pastLimits.includes(recorded.name);
   for (const name of pastLimits) if (name !== recorded?.name) deleteRuns.push({ name, because: 'History' });
 
-  const succeeded = input.runs.filter((run) => run.phase === 'Succeeded' && run.completionTime);
+  const succeeded = runs.filter((run) => run.phase === 'Succeeded' && run.completionTime);
   const lastSuccessfulTime = succeeded.reduce<Date | undefined>(
     (latest, run) => later(latest, run.completionTime),
     date(status.lastSuccessfulTime),

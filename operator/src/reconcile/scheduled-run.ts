@@ -71,9 +71,10 @@ function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknow
   const metadata = spec.runTemplate?.metadata ?? {};
   const bytes = runBytes({ metadata, spec: merged });
   if (bytes <= MAX_RUN_BYTES) return undefined;
+  // Each field's share of the run as the API server stores it, as its size is judged (run-bytes.ts).
   const parts = [
-    ...Object.entries(merged).map(([field, value]) => ({ field: specFieldPath([field]), bytes: jsonBytes(value) })),
-    ...Object.entries(metadata).map(([field, value]) => ({ field: `spec.runTemplate.metadata.${field}`, bytes: jsonBytes(value) })),
+    ...Object.entries(merged).map(([field, value]) => ({ field: specFieldPath([field]), bytes: storedJsonBytes(value) })),
+    ...Object.entries(metadata).map(([field, value]) => ({ field: `spec.runTemplate.metadata.${field}`, bytes: storedJsonBytes(value) })),
   ];
   const largest = parts
     .sort((a, b) => b.bytes - a.bytes)
@@ -88,9 +89,6 @@ function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknow
       'Shorten them (spec.sandbox.env, spec.task and spec.instructions are the usual ones), in the template or in spec.runTemplate',
   };
 }
-
-/** A field's share of the run as the API server stores it, as its size is judged (run-bytes.ts). */
-const jsonBytes = (value: unknown) => storedJsonBytes(value);
 
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
@@ -146,8 +144,8 @@ export const LAST_RFC3339_TIME = new Date('9999-12-31T23:59:59Z');
  * the label is not a time the status can hold (anyone who may create or edit runs can write
  * it: a 13-digit value made a date past the year 275760, a 12-digit one past 9999, and each
  * made the status write fail at every reconcile). The bound is the format's, not a guess at
- * how far ahead a schedule plans: a run labelled for a time the status can hold counts as the
- * schedule's like any other planted run (runs-of-schedule.ts).
+ * how far ahead a schedule plans: decideSchedule leaves out a run labelled for a time still to
+ * come (SCHEDULED_TIME_CLOCK_SKEW_MS) until that time.
  */
 export function toScheduledRun(run: CodingRun): ScheduledRun[] {
   const label = run.metadata.labels?.[SCHEDULED_TIME_LABEL] ?? '';
@@ -164,6 +162,7 @@ export function scheduledRunAt(run: CodingRun, scheduledTime: Date): ScheduledRu
     scheduledTime,
     ...(run.status?.phase ? { phase: run.status.phase } : {}),
     ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
+    ...(run.metadata.creationTimestamp ? { createdAt: new Date(run.metadata.creationTimestamp) } : {}),
     ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
   };
 }
