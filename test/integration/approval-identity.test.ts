@@ -480,4 +480,36 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(recordedWriter.stderr).toContain(`"${EDITOR}" wrote the CodingRunTemplate this CodingRun was made from and may not answer`);
     expect((await answer(APPROVER, 'names-template', APPROVER)).code).toBe(0);
   });
+
+  it('who wrote the run a run continues (spec.continueFrom) may not answer it, once the operator has recorded them, nor anyone before', async () => {
+    // Alice wrote `first`; Carol continues it. The operator records Alice when it accepts
+    // Carol's run (continue-from-pin.ts), written here as it would.
+    const follow = { ...run('continues', { [CREATOR_ANNOTATION]: WRITER }) };
+    const continues = { ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } };
+    expect((await as(WRITER, ['create', '-f', '-'], stringify(continues))).code).toBe(0);
+    await waitingForApproval('continues');
+    const early = await answer(APPROVER, 'continues', APPROVER);
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toContain('continues CodingRun first, and the operator has not yet recorded who wrote it (status.continuedFrom)');
+    expect((await annotationsOf('continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: ['someone-else', EDITOR] };
+    await ok([
+      'patch',
+      'crun',
+      'continues',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { continuedFrom } }),
+    ]);
+    const sourceWriter = await answer(EDITOR, 'continues', EDITOR);
+    expect(sourceWriter.code).not.toBe(0);
+    expect(sourceWriter.stderr).toContain(
+      `"${EDITOR}" wrote the task of CodingRun first this CodingRun continues from (spec.continueFrom)`,
+    );
+    expect((await annotationsOf('continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    expect((await answer(APPROVER, 'continues', APPROVER)).code).toBe(0);
+  });
 });

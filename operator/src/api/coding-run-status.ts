@@ -320,6 +320,11 @@ export const templateStatus = z
       'edit of the template does not change a run already accepted.',
   );
 
+/** Most writers status.continuedFrom.writtenBy names: a longer chain of continued runs is refused at acceptance. */
+export const CONTINUED_FROM_WRITERS_MAX = 16;
+/** Longest user name recorded (as reconcile/approval-answer.ts USER_MAX and status.template.writtenBy). */
+const USER_NAME_MAX = 512;
+
 /**
  * spec.continueFrom, pinned when the operator accepted the run (reconcile/continue-from-pin.ts):
  * the prepare job starts only from the run of this uid. A name alone would let anyone who may
@@ -330,6 +335,16 @@ export const continuedFromStatus = z
   .object({
     name: z.string().max(253).describe('The CodingRun spec.continueFrom names.'),
     uid: z.string().min(1).max(64).describe('Its metadata.uid when this run was accepted: the only run it starts from.'),
+    writtenBy: z
+      .array(z.string().min(1).max(USER_NAME_MAX).describe('A user name, as request.userInfo.username gave it.'))
+      .max(CONTINUED_FROM_WRITERS_MAX)
+      .optional()
+      .describe(
+        "Who wrote what this run starts from, when it was accepted: the source run's creator (chamvi.dev/created-by), the writer " +
+          "of its CodingRunTemplate, and this list of the source's own, for a chain of continued runs. The source's task and " +
+          "final message are this run's first prompt and its diff is this run's workspace, so with separation of duties they " +
+          "may not answer this run's approvals. Absent when the source names none.",
+      ),
   })
   .describe(
     'The run spec.continueFrom named, as the operator found it when it accepted this run. The run starts only from that run: ' +

@@ -4,6 +4,9 @@
 // names the template's writer only once the operator has accepted it (status.template.writtenBy),
 // and an answer written before that, or while no policy was enforced, passed. So the operator
 // asks again when it is about to act on an answer, with everything the run records by then.
+// A run that continues another (spec.continueFrom) starts from that run's task, final message
+// and diff, so whoever wrote those (status.continuedFrom.writtenBy, continue-from-pin.ts) wrote
+// this run's task as much as a template's writer, and is refused alike.
 // Names alone do not separate people: whoever may create pods in a namespace (Kubernetes `edit`,
 // which run authors often hold) may run one as any ServiceAccount of it, so an answer from one of that namespace's
 // ServiceAccounts may be the run's author speaking through it, and is refused too (the chart's
@@ -17,7 +20,7 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
   if (!user)
     return (
       `Ignored the answer to approval ${answer.id}: it names no approver (annotation chamvi.dev/approver), and with separation of ` +
-      "duties on, an answer must show it is not from the run's creator or its template's writer; answer with kubectl codingrun approve|deny"
+      "duties on, an answer must show it is not from the run's creator or its template's or source run's writer; answer with kubectl codingrun approve|deny"
     );
   // Read as the approver's name is (readApprovalAnnotation keeps USER_MAX characters of it).
   const named = (value: string | undefined) => value !== undefined && value.slice(0, USER_MAX) === user;
@@ -35,6 +38,12 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
     return (
       `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" wrote the CodingRunTemplate ` +
       'this run was made from; ask another approver'
+    );
+  const continued = run.status?.continuedFrom;
+  if (continued?.writtenBy?.some(named))
+    return (
+      `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" wrote the task of ` +
+      `CodingRun ${continued.name} this run continues from (spec.continueFrom), or of a run that one continued from; ask another approver`
     );
   return undefined;
 }
