@@ -9,7 +9,9 @@
 // where the test says.
 import type { LanguageModelV4Content } from '@ai-sdk/provider';
 import { describe, expect, it } from 'vitest';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import type { RunState, RunStateStore } from '../../operator/src/workers/run-state.ts';
+import type { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { generatingModel } from '../support/generating-model.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
 import { runEndedHarness, stopDeletesState, type RunEndedHarnessOptions } from '../support/run-ended-harness.ts';
@@ -110,9 +112,15 @@ describe('a step whose model call fails after the run was stopped, its compactio
     await longConversation(h);
     const model = summarisesThenFails(() => stopDeletesState(h), deadlineHit);
     h.deps.models = async () => model.model;
+    // The run's sandbox session, as the step's first tool call would have opened it.
+    const pool = h.deps.sandboxes as SandboxPool;
+    pool.for((await h.deps.getRun(h.ref.namespace, h.ref.name))! as ParsedCodingRun);
+    expect(pool.size).toBe(1);
     expect(await h.step(0)).toBe('done');
     expect(model.calls()).toBe(2);
     await expectStateGone(h);
+    // Let go: a job that finds no state releases what this replica held for the run.
+    expect(pool.size).toBe(0);
   });
 
   it('the run still there: the tokens the failed step spent are kept in its state', async () => {

@@ -212,6 +212,30 @@ describe('a running run padded past what the API server stores', () => {
     expect(status?.message).toMatch(/cannot go on/);
   });
 
+  it('ends saying so too when the delete of its pod landed but its answer was lost, and the retry found the pod deleting', async () => {
+    const working = structuredClone(running);
+    delete working.metadata.annotations;
+    const world = cluster([working], [sandboxPod]);
+    world.kube.deletePod.mockImplementationOnce(async (namespace: string, name: string) => {
+      const pod = world.pods.get(namespace, name)!;
+      world.pods.put({ ...pod, metadata: { ...pod.metadata, deletionTimestamp: NOW } });
+      throw Object.assign(new Error('the connection was reset'), { code: 'ECONNRESET' });
+    });
+    await expect(world.reconciler.reconcile('agents/fix')).rejects.toThrow(/connection was reset/);
+    // The retry: refused again, its pod already going, so this teardown deletes none.
+    await world.reconciler.reconcile('agents/fix');
+    world.pods.remove('agents', 'fix-sandbox');
+    const trimmed = structuredClone(world.runs.get('agents', 'fix')!);
+    delete trimmed.metadata.labels;
+    world.runs.put(trimmed);
+    await world.reconciler.reconcile('agents/fix');
+    await vi.waitFor(() => expect(world.woken).toContain('agents/fix'));
+    await world.reconciler.reconcile('agents/fix');
+    const status = world.runs.get('agents', 'fix')?.status;
+    expect(status?.reason).toBe('InvalidSpec');
+    expect(status?.message).toMatch(/The operator deleted sandbox pod fix-sandbox/);
+  });
+
   it('ends as a lost sandbox when its pod was gone before the refused write: the operator took nothing down', async () => {
     const working = structuredClone(running);
     delete working.metadata.annotations;

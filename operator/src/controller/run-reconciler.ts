@@ -1318,6 +1318,11 @@ export class RunReconciler {
       ...(sandbox.networkPolicyExists ? { networkPolicy: networkPolicyName(run) } : {}),
       agentStarted,
     });
+    // Kept before the teardown is sent, and not replaced by a teardown that deletes no pod (trimmed
+    // and refused again): a delete whose answer was lost fails this reconcile, and its retry finds
+    // the pod already deleting, counts nothing, and the ending said the pod was being deleted.
+    const takenDown = sandboxTakenDown(storedPhase, teardown, kibibytes);
+    if (takenDown) this.takenDown.set(uid, takenDown);
     for (const action of teardown) {
       this.beforeWrite();
       run = await this.applyAction(run, action);
@@ -1329,9 +1334,6 @@ export class RunReconciler {
     const cached = this.deps.caches.runs.get(namespace, name);
     const stored = cached?.metadata.uid === uid ? cached : run;
     this.unwritable.set(uid, { generation: stored.metadata.generation, bytes: runBytes(stored) });
-    // A teardown that deleted no pod (trimmed, refused again) leaves what the first one kept.
-    const takenDown = sandboxTakenDown(storedPhase, teardown, kibibytes);
-    if (takenDown) this.takenDown.set(uid, takenDown);
     const podsDeleted = teardown.flatMap((action) => (action.type === 'deletePod' ? [action.name] : []));
     const message = unwritableMessage(kibibytes, podsDeleted, endsOnceWritten(storedPhase));
     this.deps.logger.warn({ ...runLogFields(run), podsDeleted }, message);

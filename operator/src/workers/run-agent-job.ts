@@ -10,6 +10,7 @@ import { fencedByLease } from './lease-fenced-dependencies.ts';
 import { runFinalizeJob } from './finalize-job.ts';
 import { decideJobFailure } from './job-failure.ts';
 import type { AgentJobData, AgentJobName } from './job-ids.ts';
+import { forgetRun } from './forget-run.ts';
 import { runPrepareJob } from './prepare-job.ts';
 import { runPublishJob } from './publish-job.ts';
 import { runRefFrom } from './run-ref.ts';
@@ -62,7 +63,10 @@ async function finalizeAfterDeadline(
   stop: { reason: 'DeadlineExceeded'; message: string },
 ): Promise<void> {
   const state = await deps.states.load(ref);
-  if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
+  // No state: the run's stop deleted it (a cancel's ending, a deletion during the step), so the
+  // run is let go here, its sandbox session and script released, as a later load would.
+  if (!state) return forgetRun(deps, ref);
+  if (state.stage === 'done' || state.stage === 'finalizing') return;
   state.stage = 'finalizing';
   state.stop = stop;
   if (!(await saveOrLetGo(deps, ref, state, ENDED_AT_DEADLINE))) return;
