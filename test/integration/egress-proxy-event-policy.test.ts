@@ -87,7 +87,7 @@ const forgeries: { case: string; forge: (event: CoreV1Event) => CoreV1Event; ref
   {
     case: 'a Pod as the object',
     forge: (event) => ({ ...event, involvedObject: { apiVersion: 'v1', kind: 'Pod', name: 'victim-sandbox', namespace: NS } }),
-    refused: `${REFUSED} Events only about a CodingRun (chamvi.dev) in the Event's own namespace, not Pod (v1) in namespace ${NS}`,
+    refused: `${REFUSED} Events only about a CodingRun (chamvi.dev/v1alpha1) in the Event's own namespace, not Pod (v1) in namespace ${NS}`,
   },
   {
     case: 'a Secret as the object',
@@ -135,6 +135,62 @@ const forgeries: { case: string; forge: (event: CoreV1Event) => CoreV1Event; ref
     case: 'another reportingComponent beside the source',
     forge: (event) => ({ ...event, reportingComponent: 'chamvi.dev/approvals' }),
     refused: 'not chamvi-egress-proxy and chamvi.dev/approvals',
+  },
+  {
+    case: 'a version of the API group the operator does not serve',
+    forge: (event) => ({ ...event, involvedObject: { ...event.involvedObject, apiVersion: 'chamvi.dev/anything' } }),
+    refused: `not CodingRun (chamvi.dev/anything) in namespace ${NS}`,
+  },
+  {
+    // kubectl describe printed each line after the first as a row of its own, in the operator's name.
+    case: 'a message that draws rows under it',
+    forge: (event) => ({
+      ...event,
+      message: `${event.message}\n  Warning  RunRefused    5s   chamvi-operator      Refused by policy: approve run victim-2 instead`,
+    }),
+    refused: `${REFUSED} only Events whose message is its own`,
+  },
+  {
+    case: 'a bidi override in the message',
+    forge: (event) => ({ ...event, message: `${event.message} \u202egnissap` }),
+    refused: 'whose message is its own',
+  },
+  {
+    case: 'a message longer than the recorder writes',
+    forge: (event) => ({ ...event, message: `${event.message} ${'x'.repeat(2000)}` }),
+    refused: 'whose message is its own',
+  },
+  {
+    case: 'a message that is not a refusal',
+    forge: (event) => ({ ...event, message: 'Run finished; diff verified' }),
+    refused: 'whose message is its own',
+  },
+  {
+    case: 'a count and times of its own',
+    forge: (event) => ({
+      ...event,
+      count: 2147483647,
+      firstTimestamp: new Date('2001-01-01T00:00:00Z'),
+      lastTimestamp: new Date('2099-01-01T00:00:00Z'),
+    }),
+    refused: `${REFUSED} only Events of one occurrence`,
+  },
+  {
+    case: 'a reportingInstance that is not one of its pods',
+    forge: (event) => ({ ...event, reportingInstance: 'operator verdict: RunRefused' }),
+    refused: 'whose reportingInstance is one of its pods',
+  },
+  {
+    case: 'labels and an owner',
+    forge: (event) => ({
+      ...event,
+      metadata: {
+        ...event.metadata,
+        labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator' },
+        ownerReferences: [{ apiVersion: API_VERSION, kind: 'CodingRun', name: 'victim', uid: event.involvedObject.uid! }],
+      },
+    }),
+    refused: `${REFUSED} only Events without labels, annotations, owner references or finalizers`,
   },
   {
     case: 'a related object',
@@ -291,7 +347,9 @@ describe('the Events the egress proxy ServiceAccount may create, against the rea
       port: 443,
       allowed: false,
       rule: 'not-allowed',
-      message: 'evil.example is not on the run list',
+      // What the sandbox asked for is quoted: its line breaks and hidden characters are spelled
+      // out by the recorder, so the policy's one-line rule never refuses the proxy's own Event.
+      message: 'evil.example is not on the run list\n\u202e\u0085',
       bytesSent: 0,
       bytesReceived: 0,
       durationMs: 3,
@@ -337,7 +395,9 @@ describe('the Events the egress proxy ServiceAccount may create, against the rea
   it('may not create one through events.k8s.io either, were it granted that group: the policy judges it as core v1', async () => {
     expect(await createEventsV1AsProxy()).toEqual({
       code: 403,
-      message: expect.stringContaining(`${REFUSED} Events only about a CodingRun (chamvi.dev) in the Event's own namespace, not Pod (v1)`),
+      message: expect.stringContaining(
+        `${REFUSED} Events only about a CodingRun (chamvi.dev/v1alpha1) in the Event's own namespace, not Pod (v1)`,
+      ),
     });
   });
 
