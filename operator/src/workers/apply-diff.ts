@@ -9,18 +9,17 @@
 // objects of the repository's, and what the budget does not foresee fails this apply alone.
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { isCommitId } from '../api/commit-id.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 import { applyBudget, applyCostRefusal, applyOutOfMemoryRefusal, patchesRead, type NamedFiles, type TreeFile } from './apply-budget.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { formatBytes } from './format-bytes.ts';
 import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit, type GitCommand, type GitExit } from './git-runner.ts';
+import { isolatedGitEnvironment } from './isolated-git-environment.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
-
-/**
- * git's HOME: none. The clone is the repository's, and git reads attributes and ignore rules
- * from $HOME/.config/git: a HOME in the clone let the repository give them.
- */
-const NO_HOME = '/nonexistent';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
 
@@ -122,16 +121,10 @@ async function costRefusalIn(git: CloneGit, diff: string, numstat: string, index
   return applyCostRefusal(diff, patches, { ...named.named, indexBytes }, budget);
 }
 
-const isolatedEnvironment = (): NodeJS.ProcessEnv => ({
-  PATH: process.env.PATH,
-  HOME: NO_HOME,
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_CONFIG_GLOBAL: '/dev/null',
-  GIT_TERMINAL_PROMPT: '0',
-});
-
 /**
- * git ARGS in the clone, without hooks or the machine's config, under the memory limit
+ * git ARGS in the clone, without hooks or the machine's config and found by PATH's absolute
+ * entries only (isolated-git-environment.ts: a relative one is searched from the clone, where
+ * the repository may have put its own `git`), under the memory limit
  * (git-runner.ts), `input` on its stdin, its stdout handed to `onStdout` as it comes (which
  * returns false to stop git) or its end kept.
  */
@@ -139,7 +132,7 @@ function gitHere(git: CloneGit, args: readonly string[], input: string, stdout: 
   return runGit({
     launch: git.launch,
     cwd: git.dir,
-    env: isolatedEnvironment(),
+    env: isolatedGitEnvironment(),
     args: ['-c', 'core.hooksPath=/dev/null', ...args],
     memoryBytes: git.memoryBytes,
     timeoutMs: git.timeoutMs,
@@ -308,7 +301,9 @@ class BlobLines {
 /**
  * The commit checked out in `dir` (full SHA). git reads the commit whole to peel HEAD to it
  * (one the repository's owner made), so under the memory limit too; a failure rejects (the job
- * is retried), one that ran out of memory with GitOutOfMemoryError.
+ * is retried), one that ran out of memory with GitOutOfMemoryError. What git prints becomes the
+ * run's revision and the clone cache's key: output that is not one commit id fails the run
+ * CloneFailed (a git that answers so will on every try), never a revision of its making.
  */
 export async function headRevision(
   dir: string,
@@ -318,14 +313,22 @@ export async function headRevision(
   const exit = await runGit({
     launch,
     cwd: dir,
-    env: { PATH: process.env.PATH, HOME: NO_HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+    env: isolatedGitEnvironment(),
     args: ['rev-parse', '--verify', 'HEAD^{commit}'],
     memoryBytes: maxGitMemoryBytes,
     timeoutMs: REV_PARSE_TIMEOUT_MS,
     stdoutTailBytes: 1024,
   });
-  if (exit.code === 0) return exit.stdout.trim();
-  throw new Error(`git rev-parse HEAD ${exit.timedOut ? 'timed out' : `failed: ${exit.stderr.trim()}`}`);
+  if (exit.code !== 0) throw new Error(`git rev-parse HEAD ${exit.timedOut ? 'timed out' : `failed: ${exit.stderr.trim()}`}`);
+  // One line, the id and its newline: a second line, or anything else, is not git's answer.
+  const revision = exit.stdout.endsWith('\n') ? exit.stdout.slice(0, -1) : exit.stdout;
+  if (isCommitId(revision)) return revision;
+  throw new RunFailure(
+    REASONS.CloneFailed,
+    FAILURE_MESSAGES.cloneFailed(
+      `git rev-parse HEAD printed ${JSON.stringify(exit.stdout.slice(0, 80))}, not a commit id, so the commit checked out is not known`,
+    ),
+  );
 }
 
 /** A rev-parse reads one commit; past this it is stuck (a disk that does not answer). */

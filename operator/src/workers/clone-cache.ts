@@ -31,10 +31,10 @@ import { link, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isCommitId } from '../api/commit-id.ts';
-import { absolutePath } from './absolute-path.ts';
 import type { TreeSize } from './git-clone.ts';
 import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { runGit } from './git-runner.ts';
+import { isolatedGitEnvironment } from './isolated-git-environment.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
 import type { NamedCommit } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
@@ -137,13 +137,7 @@ async function endsWell(
       launch,
       cwd: dir,
       // GIT_DIR, not the working directory: a clone without its .git must not answer for a repository above it.
-      env: {
-        PATH: absolutePath(process.env.PATH),
-        HOME: '/nonexistent',
-        GIT_DIR: join(dir, '.git'),
-        GIT_CONFIG_NOSYSTEM: '1',
-        GIT_CONFIG_GLOBAL: '/dev/null',
-      },
+      env: { ...isolatedGitEnvironment(), GIT_DIR: join(dir, '.git') },
       args,
       memoryBytes: maxGitMemoryBytes,
       timeoutMs: REF_CHECK_TIMEOUT_MS,

@@ -31,7 +31,7 @@ import { GitOutOfMemoryError, runGit } from './git-runner.ts';
 import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
 import { formatBytes } from './format-bytes.ts';
-import { absolutePath } from './absolute-path.ts';
+import { isolatedGitEnvironment } from './isolated-git-environment.ts';
 import { commitForRevision, parseLsRemote, refFetched, revisionRefIn, type NamedCommit } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
@@ -241,17 +241,14 @@ const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_P
  */
 export async function gitEnvironment(parts: RepositoryUrlParts, given: string | undefined, base: string): Promise<NodeJS.ProcessEnv> {
   const token = givenToken(given);
+  // PATH's absolute entries, no config, no replace refs (isolated-git-environment.ts): a
+  // refs/replace/* ref in the repository (none should be there) cannot make the checkout, its
+  // measured size or a pushed commit another tree than the id says.
   const env: NodeJS.ProcessEnv = {
-    PATH: absolutePath(process.env.PATH),
+    ...isolatedGitEnvironment(),
     HOME: base,
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
     // The checked URL's protocol and no other: also what curl may follow (CURLOPT_REDIR_PROTOCOLS).
     GIT_ALLOW_PROTOCOL: parts.scheme,
-    // Objects are what they are: a refs/replace/* ref in the repository (none should be there)
-    // cannot make the checkout, its measured size or a pushed commit another tree than the id says.
-    GIT_NO_REPLACE_OBJECTS: '1',
   };
   // An admin's private CA for the git server, set on the operator's container.
   if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
