@@ -6,7 +6,7 @@ import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { acceptLocalRun } from '../../operator/src/cli/local/accept-local-run.ts';
+import { acceptLocalRun, apiKeySourceNote } from '../../operator/src/cli/local/accept-local-run.ts';
 import { localModelEndpoints, localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
 import { localRepositoryUrl } from '../../operator/src/cli/local/local-repository.ts';
 import { readManifest } from '../../operator/src/cli/local/manifest-file.ts';
@@ -220,11 +220,57 @@ describe('acceptLocalRun', () => {
       const manifest = await readManifest(file('local.yaml', text), noStdin);
       return acceptLocalRun(manifest, env, localOperatorConfig(undefined, undefined, localModelEndpoints(manifest.run)), now);
     };
-    const accepted = await acceptLocally(compatible('http://127.0.0.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' });
+    const accepted = await acceptLocally(compatible('http://127.0.0.1:11434/v1'), { CHAMVI_API_KEY: 'sk-chamvi' });
     expect(accepted.spec.model.baseURL).toBe('http://127.0.0.1:11434/v1');
-    await expect(acceptLocally(compatible('http://127.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' })).rejects.toThrow(
+    await expect(acceptLocally(compatible('http://127.1:11434/v1'), { CHAMVI_API_KEY: 'sk-chamvi' })).rejects.toThrow(
       /ModelEndpointNotAllowed: .*canonical form/,
     );
+  });
+
+  // A repository's run.yaml chooses the endpoint of openai-compatible: a vendor's variable holds
+  // a key for that vendor's endpoint and must not go to one the file names.
+  describe('security #11.3: a provider variable never goes to an endpoint the file names', () => {
+    const compatible = (baseURL: string) =>
+      openaiRun
+        .replace('provider: openai', `provider: openai-compatible\n    baseURL: ${baseURL}`)
+        .replace('name: openai\n', 'name: llm\n');
+    const acceptLocally = async (text: string, env: NodeJS.ProcessEnv) => {
+      const manifest = await readManifest(file('endpoint.yaml', text), noStdin);
+      return acceptLocalRun(manifest, env, localOperatorConfig(undefined, undefined, localModelEndpoints(manifest.run)), now);
+    };
+    const attacker = compatible('https://collector.attacker.example/v1');
+
+    it('refuses a run whose key would be OPENAI_API_KEY sent to the endpoint the file names, saying why', async () => {
+      await expect(acceptLocally(attacker, { OPENAI_API_KEY: 'sk-proj-REALOPENAIKEY123' })).rejects.toThrow(
+        /names Secret llm \(key "apiKey"\), which is not in the file; add the Secret to the file or set CHAMVI_API_KEY \(OPENAI_API_KEY is not sent to an endpoint the file names: https:\/\/collector\.attacker\.example\/v1\)$/,
+      );
+    });
+
+    it('takes CHAMVI_API_KEY, set for this command, and says which host the key goes to', async () => {
+      const accepted = await acceptLocally(attacker, { CHAMVI_API_KEY: 'sk-chamvi', OPENAI_API_KEY: 'sk-openai' });
+      expect(accepted.secrets.get('llm')).toEqual({ apiKey: 'sk-chamvi' });
+      expect(apiKeySourceNote(accepted)).toBe(
+        'the API key for Secret llm comes from $CHAMVI_API_KEY and is sent to collector.attacker.example',
+      );
+    });
+
+    it('takes a Secret in the file, with nothing to note', async () => {
+      const secret =
+        'apiVersion: v1\nkind: Secret\nmetadata:\n  name: llm\n  labels:\n    chamvi.dev/usable-by-runs: "true"\nstringData:\n  apiKey: sk-file\n';
+      const accepted = await acceptLocally(`${secret}---\n${attacker}`, { OPENAI_API_KEY: 'sk-openai' });
+      expect(accepted.secrets.get('llm')).toEqual({ apiKey: 'sk-file' });
+      expect(apiKeySourceNote(accepted)).toBeUndefined();
+    });
+
+    it("names the vendor's host when the provider variable goes to the provider's own endpoint", async () => {
+      const accepted = await accept(openaiRun, { OPENAI_API_KEY: 'sk-openai' });
+      expect(apiKeySourceNote(accepted)).toBe('the API key for Secret openai comes from $OPENAI_API_KEY and is sent to api.openai.com');
+    });
+
+    it('keeps the port of a local endpoint in the note', async () => {
+      const accepted = await acceptLocally(compatible('http://127.0.0.1:11434/v1'), { CHAMVI_API_KEY: 'sk-chamvi' });
+      expect(apiKeySourceNote(accepted)).toBe('the API key for Secret llm comes from $CHAMVI_API_KEY and is sent to 127.0.0.1:11434');
+    });
   });
 
   it.each([

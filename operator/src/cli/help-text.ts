@@ -37,10 +37,13 @@ Usage:
 
 ${COMMON}`;
 
-/** "openai OPENAI_API_KEY, deepseek DEEPSEEK_API_KEY, ...", from the provider registry, wrapped. */
+/**
+ * "openai OPENAI_API_KEY, deepseek DEEPSEEK_API_KEY, ...", from the provider registry, wrapped:
+ * the providers with an endpoint of their own, the only ones run --local reads a variable for.
+ */
 const API_KEY_VARIABLES = (() => {
-  const items = Object.values(PROVIDER_REGISTRY as Record<string, { name: string; apiKeyEnv?: string }>)
-    .filter((provider) => provider.apiKeyEnv)
+  const items = Object.values(PROVIDER_REGISTRY as Record<string, { name: string; apiKeyEnv?: string; defaultBaseURL?: string }>)
+    .filter((provider) => provider.apiKeyEnv && provider.defaultBaseURL)
     .map((provider) => `${provider.name} ${provider.apiKeyEnv}`);
   const lines: string[] = [];
   for (const item of items) {
@@ -193,8 +196,12 @@ in the run's namespace count.
                 ~/code/repo; relative to FILE's directory). allowRepo does not apply;
                 URLs git would read as an option or a command (-..., ext::) are refused.
   API key       the Secret named by spec.model.apiKeySecretRef, from FILE; when FILE has
-                none, from $CHAMVI_API_KEY, else the provider's variable:
+                none, from $CHAMVI_API_KEY, else, for a provider with an endpoint of its
+                own, the provider's variable:
 ${API_KEY_VARIABLES}
+                A run that names its endpoint (openai-compatible, spec.model.baseURL) gets
+                $CHAMVI_API_KEY only, never OPENAI_API_KEY: FILE chose where it goes. The
+                host the key is sent to is printed before the run starts.
   approvals     calls of spec.approval.tools are asked on the terminal, their whole input
                 shown escaped (y/N, then a reason for the model). Without a terminal (stdin
                 not a TTY, or -f -) every such call is denied with the reason "no terminal to

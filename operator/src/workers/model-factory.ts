@@ -41,6 +41,10 @@ export function createModelFactory(
           `Secret ${namespace}/${model.apiKeySecretRef.name} key "${model.apiKeySecretRef.key}" does not hold an API key: ` +
             `it must be ${TOKEN_SHAPE}; put only the key in it.`,
         );
+      // The value checked is the one sent, as for a git token (git-token.ts): the raw value with a
+      // leading newline made fetch throw quoting it (a key under 8 characters is not redacted), and
+      // a leading byte order mark (U+FEFF, which trim() removes) made every call throw a TypeError.
+      apiKey = apiKey.trim();
     }
     if (model.scriptRef) {
       const { name, key } = model.scriptRef;

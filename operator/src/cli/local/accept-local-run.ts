@@ -2,6 +2,10 @@
 // cross-field rules as the operator (parseSpec), the same reference checks (validateRun)
 // against the objects in the file, and the local rules for repositories, API keys and the
 // sandbox's variables (local-env-names.ts).
+// An API key the file does not hold comes from CHAMVI_API_KEY, or from the provider's own
+// variable (OPENAI_API_KEY, ...) only when it goes to that provider's own endpoint: a
+// repository's run.yaml naming openai-compatible and its own baseURL would otherwise have the
+// user's OpenAI key sent as a Bearer token to a host of its choosing. Security #11.3.
 // A refusal is a ManifestError that names the file, the run and the field.
 import { randomUUID } from 'node:crypto';
 import { API_VERSION, type CodingRun, type CodingRunSpec } from '../../api/index.ts';
@@ -25,10 +29,43 @@ export interface AcceptedRun extends ManifestObjects {
   apiKeyFrom?: string;
 }
 
-/** The variables an API key may come from for a provider, in the order they are read. */
-export function apiKeyVariables(provider: string): string[] {
-  const conventional = findProviderDeclaration(provider)?.apiKeyEnv;
-  return conventional ? [API_KEY_ENV, conventional] : [API_KEY_ENV];
+type ModelEndpointSpec = Pick<CodingRunSpec['model'], 'provider' | 'baseURL'>;
+
+/**
+ * The variables an API key may come from for a run's model, in the order they are read. The
+ * provider's variable holds a key for the vendor's endpoint, so it is read only when the run
+ * names none (spec.model.baseURL unset): a run whose file chooses the endpoint gets
+ * CHAMVI_API_KEY, which the user sets for this command, or a Secret in the file.
+ */
+export function apiKeyVariables(model: ModelEndpointSpec): string[] {
+  const conventional = findProviderDeclaration(model.provider)?.apiKeyEnv;
+  return conventional && model.baseURL === undefined ? [API_KEY_ENV, conventional] : [API_KEY_ENV];
+}
+
+/** Host (and port) the model's calls, and so its key, go to; undefined when there is none (scripted). */
+export function modelEndpointHost(model: ModelEndpointSpec): string | undefined {
+  const baseURL = model.baseURL ?? findProviderDeclaration(model.provider)?.defaultBaseURL;
+  if (baseURL === undefined) return undefined;
+  try {
+    return new URL(baseURL).host;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What run --local tells the user when it took the key from a variable: which one, and where it goes. */
+export function apiKeySourceNote(accepted: Pick<AcceptedRun, 'spec' | 'apiKeyFrom'>): string | undefined {
+  const keyRef = accepted.spec.model.apiKeySecretRef;
+  if (!accepted.apiKeyFrom || !keyRef) return undefined;
+  const host = modelEndpointHost(accepted.spec.model);
+  return `the API key for Secret ${keyRef.name} comes from $${accepted.apiKeyFrom}${host ? ` and is sent to ${host}` : ''}`;
+}
+
+/** Why the provider's variable was not offered, for the refusal; '' when it was (or there is none). */
+function unusedProviderVariable(model: ModelEndpointSpec): string {
+  const conventional = findProviderDeclaration(model.provider)?.apiKeyEnv;
+  if (!conventional || model.baseURL === undefined) return '';
+  return ` (${conventional} is not sent to an endpoint the file names: ${model.baseURL})`;
 }
 
 /**
@@ -61,11 +98,12 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
   let apiKeyFrom: string | undefined;
   const keyRef = spec.model.apiKeySecretRef;
   if (keyRef && secrets.get(keyRef.name)?.[keyRef.key] === undefined) {
-    const variable = apiKeyVariables(spec.model.provider).find((candidate) => env[candidate]);
+    const variables = apiKeyVariables(spec.model);
+    const variable = variables.find((candidate) => env[candidate]);
     if (!variable) {
       throw refused(
         `spec.model.apiKeySecretRef names Secret ${keyRef.name} (key "${keyRef.key}"), which is not in the file; ` +
-          `add the Secret to the file or set ${apiKeyVariables(spec.model.provider).join(' or ')}`,
+          `add the Secret to the file or set ${variables.join(' or ')}${unusedProviderVariable(spec.model)}`,
       );
     }
     secrets.set(keyRef.name, { ...secrets.get(keyRef.name), [keyRef.key]: env[variable]! });

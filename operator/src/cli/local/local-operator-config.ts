@@ -14,9 +14,10 @@ export function localRedisPrefix(): string {
 }
 
 /**
- * Local mode runs for the user with the user's keys, so the endpoint the run names is the
- * user's choice: it is allowed when canonical (a non-canonical one is refused with the
- * operator's own message). Security #11.3.
+ * Local mode has no admin to list endpoints, so the endpoint the run names is allowed when
+ * canonical (a non-canonical one is refused with the operator's own message). The file may be
+ * a repository's, not the user's: it gets only a key the file holds or CHAMVI_API_KEY, never
+ * the provider's variable such as OPENAI_API_KEY (accept-local-run.ts). Security #11.3.
  */
 export function localModelEndpoints(run: { spec?: unknown }): string[] {
   const baseURL = (run.spec as { model?: { baseURL?: unknown } } | undefined)?.model?.baseURL;

@@ -16,7 +16,7 @@ import { chooseDiff } from '../diff-source.ts';
 import type { CliOutput } from '../execute-command.ts';
 import { InterruptedError } from '../errors/interrupted-error.ts';
 import { RunFailedError } from '../errors/run-failed-error.ts';
-import { acceptLocalRun } from './accept-local-run.ts';
+import { acceptLocalRun, apiKeySourceNote } from './accept-local-run.ts';
 import { ApprovalDesk } from './approval-desk.ts';
 import { localModelEndpoints, localOperatorConfig, localRedisPrefix } from './local-operator-config.ts';
 import { provideRedis, type LocalRedis } from './local-redis.ts';
@@ -82,8 +82,8 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   const key = `${run.metadata.namespace}/${run.metadata.name}`;
   for (const ignored of manifest.ignored)
     printer.note(`ignoring ${ignored}: local mode uses the CodingRun and the ConfigMaps and Secrets of its namespace`);
-  if (accepted.apiKeyFrom)
-    printer.note(`the API key for Secret ${accepted.spec.model.apiKeySecretRef!.name} comes from $${accepted.apiKeyFrom}`);
+  const keyNote = apiKeySourceNote(accepted);
+  if (keyNote) printer.note(keyNote);
 
   const signal = io.signal ?? new AbortController().signal;
   const redisPrefix = localRedisPrefix();
