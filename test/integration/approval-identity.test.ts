@@ -512,4 +512,50 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await annotationsOf('continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
     expect((await answer(APPROVER, 'continues', APPROVER)).code).toBe(0);
   });
+
+  it("only the operator's ServiceAccount may name a template's writer on a run it creates; a person naming one is refused", async () => {
+    // Named by anyone, the name would be carried into the runs that continue this one (continue-from-pin.ts writersOf).
+    const padded = run('pads-writers', { [CREATOR_ANNOTATION]: EDITOR, [TEMPLATE_WRITER_ANNOTATION]: APPROVER });
+    const refused = await as(EDITOR, ['create', '-f', '-'], stringify(padded));
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('only the operator names the writer of the CodingRunTemplate a CodingRun was made from');
+    expect((await kubectl(['get', 'crun', 'pads-writers', '-n', NS])).code).not.toBe(0);
+    const scheduled = run('operator-names-writer', { [CREATOR_ANNOTATION]: WRITER, [TEMPLATE_WRITER_ANNOTATION]: EDITOR });
+    expect((await as(OPERATOR, ['create', '-f', '-'], stringify(scheduled))).code).toBe(0);
+  });
+
+  it('a user whose name is over the 512 characters the operator records of writers may not answer: cut, it matched no record', async () => {
+    // The operator recorded the source's writer as it records every name: its first 512 characters.
+    const long = `dana-${'x'.repeat(600)}`;
+    await ok(['create', 'rolebinding', 'long-names-approve', '-n', NS, '--clusterrole=chamvi-approver', '--group=long-names']);
+    const follow = run('continues-long', { [CREATOR_ANNOTATION]: WRITER });
+    expect(
+      (await as(WRITER, ['create', '-f', '-'], stringify({ ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } }))).code,
+    ).toBe(0);
+    const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: [long.slice(0, 512)] };
+    const status = JSON.stringify({ status: { continuedFrom } });
+    await ok(['patch', 'crun', 'continues-long', '-n', NS, '--subresource=status', '--type=merge', '-p', status]);
+    await waitingForApproval('continues-long');
+    const asLong = (who: string) =>
+      kubectl([
+        'annotate',
+        'crun',
+        'continues-long',
+        '-n',
+        NS,
+        `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve"}`,
+        `${APPROVER_ANNOTATION}=${who}`,
+        '--overwrite',
+        '--as',
+        who,
+        '--as-group',
+        'long-names',
+      ]);
+    const refused = await asLong(long);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('characters long, over the 512 the operator records of the writers who may not answer');
+    expect((await annotationsOf('continues-long'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    // Someone else, of the same group, with a name of a usual length, may.
+    expect((await asLong('erin')).code).toBe(0);
+  });
 });

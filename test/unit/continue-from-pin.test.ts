@@ -6,12 +6,15 @@ import type { CodingRun } from '../../operator/src/api/index.ts';
 import { observeContinueFromSource, type RunLookup } from '../../operator/src/reconcile/continue-from-pin.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
-/** A cache holding `first` in namespace `agents` (uid-first) and in `other` (uid-elsewhere). */
+/** A cache holding the finished run `first` in namespace `agents` (uid-first) and in `other` (uid-elsewhere). */
 const runs: RunLookup = {
   get: (namespace, name) =>
     name !== 'first'
       ? undefined
-      : codingRunFixture({ metadata: { name, namespace, uid: namespace === 'agents' ? 'uid-first' : 'uid-elsewhere' } }),
+      : codingRunFixture({
+          metadata: { name, namespace, uid: namespace === 'agents' ? 'uid-first' : 'uid-elsewhere' },
+          status: { phase: 'Succeeded' },
+        }),
 };
 const onlyElsewhere: RunLookup = { get: (namespace, name) => (namespace === 'agents' ? undefined : runs.get(namespace, name)) };
 

@@ -52,7 +52,10 @@ describe("separation of duties: the writer of a continued run's source", () => {
 
   it('refuses the writer of a whole chain: the first run of it is still in the workspace and, through the summaries, in the prompt', () => {
     // ron wrote `zero`; vera continued it in `first`, which Uma's run continues.
-    const zero = codingRunFixture({ metadata: { name: 'zero', uid: 'uid-zero', annotations: { 'chamvi.dev/created-by': 'ron' } } });
+    const zero = codingRunFixture({
+      metadata: { name: 'zero', uid: 'uid-zero', annotations: { 'chamvi.dev/created-by': 'ron' } },
+      status: { phase: 'Succeeded' },
+    });
     const first = codingRunFixture({
       metadata: { name: 'first', uid: 'uid-first', annotations: { 'chamvi.dev/created-by': 'vera' } },
       spec: { continueFrom: { name: 'zero' } },
@@ -71,7 +74,7 @@ describe("separation of duties: the writer of a continued run's source", () => {
   });
 
   it('names nobody for a source that names no creator (made with separation of duties off)', () => {
-    const unnamed = codingRunFixture({ metadata: { name: 'first', uid: 'uid-first' } });
+    const unnamed = codingRunFixture({ metadata: { name: 'first', uid: 'uid-first' }, status: { phase: 'Succeeded' } });
     expect(accept(followUp(undefined), cacheOf(unnamed))).toEqual({ name: 'first', uid: 'uid-first' });
   });
 

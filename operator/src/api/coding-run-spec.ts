@@ -433,7 +433,9 @@ export const continueFromSpec = z
     'Start from where a finished run left off instead of from the bare repository: the worker clones the commit that run cloned ' +
       "(its status.result.revision), applies that run's full diff (its diff ConfigMap), and the first prompt tells the agent that " +
       "run's task and final message. spec.repository.url must be the source run's; spec.repository.revision is not used. The run " +
-      'fails InvalidSpec, saying what to change, when the source run is missing, not finished, kept no full diff (none, or cut at ' +
+      'waits, Pending with reason ContinueFromNotFinished and holding no sandbox slot, until the source run has finished (its own ' +
+      'budget.timeout bounds that once it has started): it is accepted only then. It fails InvalidSpec, saying what to change, ' +
+      'when the source run is missing, recorded no commit, kept no full diff (none, or cut at ' +
       "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes. The source is the run of that name " +
       'when this run is accepted (status.continuedFrom records its uid): one deleted and created again under the name before this ' +
       'run starts fails it ContinueFromReplaced.',

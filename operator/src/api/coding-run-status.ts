@@ -349,7 +349,9 @@ export const continuedFromStatus = z
   .describe(
     'The run spec.continueFrom named, as the operator found it when it accepted this run. The run starts only from that run: ' +
       'one deleted and created again under the name since fails it ContinueFromReplaced, nothing of it applied. ' +
-      'Absent for a run without continueFrom, and for one accepted by an operator from before this field.',
+      'Absent for a run without continueFrom, and while the run waits for that run to finish (ContinueFromNotFinished). One ' +
+      'accepted without it (by an operator from before this field) gets it at the next look, the run of that name as found then; ' +
+      'while it has none, with separation of duties no answer to its approvals is acted on.',
   );
 
 /** Most containers (init containers included) status.admittedPod records: the builders make two. */

@@ -710,6 +710,15 @@ export class RunReconciler {
       : [];
     const waiting = !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && (run.status?.phase ?? 'Pending') === 'Pending';
     const needsValidation = waiting && findCondition(run.status?.conditions, 'Accepted')?.status !== 'True';
+    // spec.continueFrom's run: while the run is accepted, and in any phase for one accepted
+    // without its pin (decide.ts pins it then: a warm claim's write lost to a conflict).
+    // Only a run whose own spec or template may name one is parsed for it: every look of every
+    // running run would otherwise parse its whole spec (issue #17's step cost).
+    const mayContinue = run.spec?.continueFrom !== undefined || run.status?.template?.spec?.continueFrom !== undefined;
+    const unpinned = mayContinue && !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && !run.status?.continuedFrom;
+    const continueFrom = needsValidation || unpinned ? observeContinueFromSource(run, caches.runs) : {};
+    // Not accepted until its source has finished (continue-from-pin.ts): it asks for no slot meanwhile.
+    const waitsForSource = needsValidation && continueFrom.continueFromSource?.unfinishedPhase !== undefined;
     const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');
     const agent = started ? await this.deps.agent.inspect(run) : undefined;
     // Asked only for runs not yet given a sandbox: asking may start a probe of the namespace.
@@ -724,7 +733,7 @@ export class RunReconciler {
     // whatever the queue, so it gets no plan. The shared plan leaves such runs out
     // (admission.ts isWaiting), and each look of one, every ISOLATION_RECHECK_MS, made a plan
     // of its own: 4000 of them behind a probe kept unknown cost a core.
-    const wantsSlot = waiting && isolationGate(isolation, this.deps.config, namespace).kind === 'open';
+    const wantsSlot = waiting && !waitsForSource && isolationGate(isolation, this.deps.config, namespace).kind === 'open';
     return {
       run,
       ...(owned(pod) ? { pod: { ...podView(pod!, this.noteBound(run, pod!)), ...(podDeleted ? { deleting: true } : {}) } } : {}),
@@ -736,7 +745,7 @@ export class RunReconciler {
       ...(freshPodSent ? { freshPodSent } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: runBytes(run) } : {}),
-      ...(needsValidation ? observeContinueFromSource(run, caches.runs) : {}),
+      ...continueFrom,
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(wantsSlot ? await this.observeAdmission(run) : needsValidation ? await this.namespacePolicyOf(run) : {}),
       ...(agent ? { agent } : {}),

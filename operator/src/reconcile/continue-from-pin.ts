@@ -13,11 +13,16 @@
 // source's task steers this run as much as a template's writer does, and separation of duties
 // refuses their answers alike (separation-of-duties.ts, the chart's approval-policy.yaml). The
 // source's own list comes along: a chain's first task is still in the workspace and, through
-// the summaries, in the prompt. Pure: the reconciler hands over what its cache of runs shows.
+// the summaries, in the prompt. That list, and the template's writer, are on the source only once
+// the source itself has been accepted, and a run applied together with its source (GitOps) can be
+// looked at first: so a run is accepted only once its source has finished, and waits, Pending,
+// until then (holding no slot: acceptance comes before admission). Pure: the reconciler hands
+// over what its cache of runs shows.
 import {
   CONTINUED_FROM_WRITERS_MAX,
   FAILURE_MESSAGES,
   REASONS,
+  isTerminal,
   type CodingRun,
   type CodingRunSpec,
   type ContinuedFromStatus,
@@ -33,7 +38,12 @@ export interface ContinueFromSource {
   uid: string | undefined;
   /** Who wrote its task and what it started from (writersOf), without repeats; none when unnamed. */
   writtenBy?: string[];
+  /** Its phase ('Pending' while it has none) when it has not finished; absent once it has. */
+  unfinishedPhase?: string;
 }
+
+/** A run waiting for its source to finish is looked at again this often (nothing wakes it when the source ends). */
+export const CONTINUE_FROM_RECHECK_MS = 15_000;
 
 /** Where the reconciler finds runs: its informer cache (a GET would be one more request per run accepted). */
 export interface RunLookup {
@@ -53,7 +63,10 @@ export function observeContinueFromSource(run: CodingRun, runs: RunLookup): Pick
   const source = runs.get(run.metadata.namespace, name);
   if (!source) return { continueFromSource: { name, uid: undefined } };
   const writtenBy = writersOf(source);
-  return { continueFromSource: { name, uid: source.metadata.uid || undefined, ...(writtenBy.length ? { writtenBy } : {}) } };
+  const unfinished = isTerminal(source.status?.phase) ? {} : { unfinishedPhase: source.status?.phase ?? 'Pending' };
+  return {
+    continueFromSource: { name, uid: source.metadata.uid || undefined, ...(writtenBy.length ? { writtenBy } : {}), ...unfinished },
+  };
 }
 
 /**
@@ -73,12 +86,20 @@ export function writersOf(source: CodingRun): string[] {
   return [...new Set(names.filter((name): name is string => !!name).map((name) => name.slice(0, USER_MAX)))];
 }
 
-export type ContinueFromPin = { ok: true; pin?: ContinuedFromStatus } | { ok: false; refusal: Refusal };
+/**
+ * `waits`: the refusal is not final: the source has not finished, and the run stays Pending
+ * (reason ContinueFromNotFinished) and is looked at again. A caller that does not look at it
+ * refuses the run, which is safe: it never accepts one.
+ */
+export type ContinueFromPin = { ok: true; pin?: ContinuedFromStatus } | { ok: false; refusal: Refusal; waits?: true };
 
 /**
  * What accepting the run records of its source: the pin (status.continuedFrom), nothing without
  * continueFrom, or a refusal when no run has the name: there is nothing to pin, and the prepare
- * job would refuse it anyway, after the run had taken a slot and a sandbox.
+ * job would refuse it anyway, after the run had taken a slot and a sandbox. A source that has not
+ * finished is waited for: who wrote what it started from is not known before it is accepted, and
+ * it can change nothing once it has ended. A source that ended refused (no commit) is pinned as any
+ * other, and the prepare job refuses it, saying why.
  */
 export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: ContinueFromSource | undefined): ContinueFromPin {
   const named = spec.continueFrom?.name;
@@ -86,6 +107,18 @@ export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: 
   if (source?.name !== named) throw new Error('decide: the continueFrom source must be observed for a run that is not accepted yet');
   if (!source.uid)
     return { ok: false, refusal: { reason: REASONS.InvalidSpec, message: FAILURE_MESSAGES.continueFromMissing(named, namespace) } };
+  if (source.unfinishedPhase !== undefined)
+    return {
+      ok: false,
+      waits: true,
+      refusal: {
+        reason: REASONS.ContinueFromNotFinished,
+        message:
+          `Waiting for CodingRun ${named}, which spec.continueFrom names, to finish (it is ${source.unfinishedPhase}): a run goes on ` +
+          "only from a finished run's work, and is accepted only once who wrote it is known. The run takes no sandbox slot " +
+          `meanwhile and looks again every ${CONTINUE_FROM_RECHECK_MS / 1000}s; delete it to give up.`,
+      },
+    };
   const writtenBy = source.writtenBy ?? [];
   // Cutting the list would let a writer it drops approve; a chain this long is refused instead.
   if (writtenBy.length > CONTINUED_FROM_WRITERS_MAX)
@@ -100,4 +133,24 @@ export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: 
       },
     };
   return { ok: true, pin: { name: named, uid: source.uid, ...(writtenBy.length ? { writtenBy } : {}) } };
+}
+
+/**
+ * The pin of a run that is past acceptance and has none: the warm-pool path accepts a run in the
+ * write that also makes it Running, and when that write meets a conflict the workers' own
+ * Running lands first, so the run is accepted (decide.ts recordAgentStart) without the record of
+ * who wrote its source. Whatever its phase, the source as found now is pinned; it is not waited
+ * for (a started run has already gone on from it). Undefined when there is nothing to pin: no
+ * continueFrom, no such run now, or more writers than a pin keeps; separation of duties then
+ * refuses every answer (separation-of-duties.ts), as the chart's policy does.
+ */
+export function pinAfterAcceptance(
+  namespace: string,
+  spec: CodingRunSpec,
+  source: ContinueFromSource | undefined,
+): ContinuedFromStatus | undefined {
+  if (!spec.continueFrom?.name || source?.name !== spec.continueFrom.name) return undefined;
+  const { unfinishedPhase: _ignored, ...found } = source;
+  const pinned = pinContinueFrom(namespace, spec, found);
+  return pinned.ok ? pinned.pin : undefined;
 }

@@ -34,7 +34,7 @@ import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
 import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
 import { effectiveSpecInput } from './run-template.ts';
-import { pinContinueFrom } from './continue-from-pin.ts';
+import { CONTINUE_FROM_RECHECK_MS, pinAfterAcceptance, pinContinueFrom } from './continue-from-pin.ts';
 import { takenDownEndingMessage } from './unwritable-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
@@ -517,6 +517,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       }
       // spec.continueFrom: the source as found now is the only one the run may start from.
       const continueFrom = pinContinueFrom(run.metadata.namespace, spec, observed.continueFromSource);
+      if (!continueFrom.ok && continueFrom.waits) {
+        // Before admission: a run waiting for its source holds no slot (admission.ts isWaiting).
+        const { reason, message } = continueFrom.refusal;
+        builder.phase('Pending', reason, message, { type: 'Normal', reason, message });
+        return done(CONTINUE_FROM_RECHECK_MS);
+      }
       if (!continueFrom.ok) {
         refuse(builder, continueFrom.refusal);
         return done();
@@ -584,6 +590,13 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       reason: CONDITION_REASONS.Provisioning,
       message: 'The sandbox pod is being created.',
     });
+  }
+
+  // Accepted without the pin (recordAgentStart after a lost warm-claim write, or by an operator
+  // from before it): pinned now, before any answer is acted on.
+  if (!builder.status.continuedFrom) {
+    const pin = pinAfterAcceptance(run.metadata.namespace, spec, observed.continueFromSource);
+    if (pin) builder.status.continuedFrom = pin;
   }
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
@@ -772,7 +785,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     // maybe before status.template named the template's writer (separation-of-duties.ts).
     const barred =
       reading.kind === 'answer' && reading.answer.id === pending.id && config.approvalSeparationOfDuties
-        ? separationOfDutiesRefusal(run, reading.answer)
+        ? separationOfDutiesRefusal({ ...parsedRun, status: builder.status }, reading.answer)
         : undefined;
     if (barred) {
       ignore(barred);

@@ -158,7 +158,8 @@ export interface ObservedRun {
   admission?: Admission;
   /**
    * For a run not yet accepted whose spec names continueFrom: that run as found in the namespace,
-   * which accepting the run pins by uid (continue-from-pin.ts).
+   * which accepting the run pins by uid, once it has finished (continue-from-pin.ts). Also for an
+   * unfinished run accepted without status.continuedFrom, which decide() pins then.
    */
   continueFromSource?: ContinueFromSource;
   /** For a run not yet accepted: what chamvi-finished-runs records of a run of its name deleted by its TTL (#15.2). */

@@ -6,7 +6,8 @@
 // asks again when it is about to act on an answer, with everything the run records by then.
 // A run that continues another (spec.continueFrom) starts from that run's task, final message
 // and diff, so whoever wrote those (status.continuedFrom.writtenBy, continue-from-pin.ts) wrote
-// this run's task as much as a template's writer, and is refused alike.
+// this run's task as much as a template's writer, and is refused alike; while that record is
+// missing, every answer is. `run` is the run with its effective spec (its template's fields).
 // Names alone do not separate people: whoever may create pods in a namespace (Kubernetes `edit`,
 // which run authors often hold) may run one as any ServiceAccount of it, so an answer from one of that namespace's
 // ServiceAccounts may be the run's author speaking through it, and is refused too (the chart's
@@ -40,6 +41,15 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
       'this run was made from; ask another approver'
     );
   const continued = run.status?.continuedFrom;
+  // Who wrote the source is not recorded (a run accepted without the pin whose source is gone
+  // now): any answer might be theirs, and none is acted on, as the chart's policy refuses them.
+  const source = run.spec.continueFrom?.name;
+  if (source && !continued)
+    return (
+      `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and this run continues CodingRun ` +
+      `${source} (spec.continueFrom), whose writers the operator has not recorded (status.continuedFrom), and they may not answer; ` +
+      'no answer is acted on until it has'
+    );
   if (continued?.writtenBy?.some(named))
     return (
       `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" wrote the task of ` +
