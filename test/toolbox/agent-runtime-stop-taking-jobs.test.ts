@@ -104,8 +104,11 @@ it('stops, and closes, with Redis gone and no job in hand (BullMQ close alone ne
   const gone = await startRedisServer(process.env);
   const kube = { getRun: async () => undefined } as unknown as KubeGateway;
   const stopping = runtimeOn(gone.url, `redis-gone-${Date.now()}`, kube);
-  // The worker polls Redis (its blocking fetch) before Redis goes.
-  expect(await stopping.queueDepth()).toMatchObject({ active: 0 });
+  // The worker polls Redis (its blocking fetch) before Redis goes. The count is asked only once
+  // the queue's connection is ready (redis-probe.ts), so it is asked until it answers.
+  let depth: Record<string, number> | undefined;
+  while (!(depth = await stopping.queueDepth().catch(() => undefined))) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(depth).toMatchObject({ active: 0 });
   await gone.stop();
   // Before worker-stop.ts this waited for an 'end' event ioredis never sends: the test timed out.
   await stopping.stopTakingJobs();

@@ -37,6 +37,8 @@ import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
 import type { Launch } from './process-launcher.ts';
 import { answerWithin } from './answer-within.ts';
+import { RedisNotConnectedError } from './errors/redis-not-connected-error.ts';
+import { redisProbe } from './redis-probe.ts';
 import { cutRedisWaitWarning, JobsInHand, redisUnreachableStop, stopWorker } from './worker-stop.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
@@ -200,6 +202,11 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           jobsInHand,
         },
       );
+  // /readyz and /metrics ask Redis for anyone who reaches the health port: nothing is sent
+  // while a connection is not ready, and one question at a time (redis-probe.ts).
+  const ping = redisProbe(stateRedis, () => stateRedis.ping());
+  // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'. The queue's client is queueRedis itself.
+  const countJobs = redisProbe(queueRedis, () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'));
   // Said at start, not when the stop comes: a failover longer than the cut wait ends it early.
   const redisStop = redisUnreachableStop(topology.mode, config);
   const cutWait = worker ? cutRedisWaitWarning(redisStop, config) : undefined;
@@ -221,17 +228,18 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     },
     tokensOn: (namespace, day) => answerWithin(tally.read(namespace, day), CONTROLLER_REDIS_TIMEOUT_MS, "reading the namespace's tokens"),
     async checkRedis() {
-      // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down
-      // and answer 200 once it is back, instead of 503 while it is gone.
+      // Bounded: a connected Redis that does not answer (hung, or a dropped connection not yet
+      // noticed) would hold /readyz until it does, and answer 200 once it is back, instead of 503.
       try {
-        await answerWithin(stateRedis.ping(), REDIS_READINESS_TIMEOUT_MS, 'PING');
+        await answerWithin(ping(), REDIS_READINESS_TIMEOUT_MS, 'PING');
         return undefined;
       } catch (error) {
+        if (RedisNotConnectedError.isInstance(error)) return error.message;
         return `redis unreachable: ${(error as Error).message}`;
       }
     },
-    // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
-    queueDepth: () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
+    // Not connected, it rejects at once: the scrape leaves the gauge out (operator-metrics.ts).
+    queueDepth: countJobs,
     // BullMQ's close without force marks the worker closing before it awaits anything, so its
     // loop fetches no other job, and it returns only once the active ones have ended (or, with
     // Redis gone, once none is in hand: worker-stop.ts). close() after this waits on the same stop.
