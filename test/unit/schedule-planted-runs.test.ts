@@ -3,15 +3,16 @@
 // worked out ahead (docs/schedules.md). Such a run takes its own time, and may be deleted by
 // Replace and the history limits; it must do nothing more. Here: a run labelled for a time still
 // to come (it stayed the newest history for ever, and every run the schedule made was deleted as
-// history as it ended), and a run that never gets a phase (too large for any status write: it
-// held a Forbid schedule for good). Pure: the real cron parser, an explicit clock.
+// history as it ended), a run for a past minute that is none of the cron's times (the same, for
+// 03:01-03:03), and, a known limit, a run that never gets a phase (too large for any status
+// write): it holds a Forbid schedule until it is deleted. Pure: the real cron parser, an explicit
+// clock.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { codingScheduleSpec, type CodingScheduleSpecInput } from '../../operator/src/api/coding-schedule.ts';
 import { parseCronSchedule } from '../../operator/src/reconcile/cron-schedule.ts';
 import {
   decideSchedule,
-  PHASELESS_RUN_HOLDS_MS,
   SCHEDULED_TIME_CLOCK_SKEW_MS,
   type ScheduleDecision,
   type ScheduledRun,
@@ -111,56 +112,86 @@ describe('a run planted for a time still to come', () => {
   });
 });
 
-describe('a run that never gets a phase', () => {
-  const now = new Date('2026-12-08T03:00:05Z');
-  const madeAgo = (ms: number) => new Date(now.getTime() - ms);
-  // Planted for the 12-01 time, padded so that no status write of it is stored.
-  const stale = run(nightly(1), { createdAt: madeAgo(PHASELESS_RUN_HOLDS_MS + 1000) });
+describe('a run planted for a past minute that is none of the cron’s times', () => {
+  // The schedule makes runs only at its cron's times; a run under the name of any other whole
+  // minute was planted. Three ended ones for 03:01–03:03 were the newest history, and the
+  // schedule's own 03:00 run was deleted as history as soon as it ended.
+  const at = (iso: string) => new Date(iso);
+  const planted = ['2026-12-07T03:01:00Z', '2026-12-07T03:02:00Z', '2026-12-07T03:03:00Z'].map((iso) => succeeded(at(iso)));
 
-  it('holds a Forbid schedule only while it may still be waiting for its first status', () => {
-    const fresh = run(nightly(7), { createdAt: madeAgo(PHASELESS_RUN_HOLDS_MS - 1000) });
-    const held = decide({ spec: { concurrencyPolicy: 'Forbid' }, runs: [fresh], now });
-    expect(held.create).toBeUndefined();
-    expect(held.status.activeCount).toBe(1);
-
-    const decision = decide({ spec: { concurrencyPolicy: 'Forbid' }, runs: [stale], now });
-    expect(decision.create?.toISOString()).toBe('2026-12-08T03:00:00.000Z');
-    expect(decision.status.active).toEqual([]);
-    expect(decision.status.activeCount).toBe(0);
+  it('never pushes a run for a cron time past the history limits: it is deleted first', () => {
+    const real = [5, 6, 7].map((day) => succeeded(nightly(day)));
+    const decision = decide({ runs: [...real, ...planted], now: at('2026-12-07T05:00:00Z') });
+    expect(deleted(decision).sort()).toEqual(planted.map((each) => `History ${each.name}`).sort());
   });
 
-  it('holds Forbid no longer when it is a foreign run either', () => {
-    const decision = decide({ spec: { concurrencyPolicy: 'Forbid' }, foreign: [{ ...stale, name: 'nightly-x7k2p' }], now });
-    expect(decision.create?.toISOString()).toBe('2026-12-08T03:00:00.000Z');
-  });
-
-  it('is deleted by Replace, as an active run is: given a phase late, it would run beside the new one', () => {
-    const decision = decide({ spec: { concurrencyPolicy: 'Replace' }, runs: [stale], now });
-    expect(decision.create?.toISOString()).toBe('2026-12-08T03:00:00.000Z');
-    expect(deleted(decision)).toEqual([`Replace ${stale.name}`]);
-    expect(decision.events.map((event) => event.message)).toEqual([
-      `Deleted run ${stale.name}, which never got a phase: concurrencyPolicy is Replace`,
-    ]);
-  });
-
-  it('is no history: it never ends, so the history limits never delete it', () => {
-    const decision = decide({ spec: { successfulRunsHistoryLimit: 0, failedRunsHistoryLimit: 0 }, runs: [stale], now });
+  it('is kept within the limits while the cron’s own runs leave room (a run of the cron before an edit)', () => {
+    const decision = decide({ runs: [succeeded(nightly(7)), planted[0]!], now: at('2026-12-07T05:00:00Z') });
     expect(decision.deleteRuns).toEqual([]);
   });
 
-  it('is listed with its creation time, which the decision measures its wait by', () => {
-    const listed = {
+  it('is no success of the schedule', () => {
+    const decision = decide({ runs: [succeeded(nightly(7)), ...planted], now: at('2026-12-07T05:00:00Z') });
+    expect(decision.status.lastSuccessfulTime).toBe('2026-12-07T04:00:00Z');
+  });
+
+  it('after an edit of the cron, the runs of the old one go before any of the new one’s', () => {
+    // Was `0 3 * * *`, now `0 4 * * *`: the 03:00 runs are the schedule's own, of its old cron.
+    const old = [5, 6].map((day) => succeeded(nightly(day)));
+    const fresh = [7, 8, 9].map((day) => succeeded(new Date(Date.UTC(2026, 11, day, 4))));
+    const decision = decide({
+      spec: { schedule: '0 4 * * *' },
+      lastScheduleTime: '2026-12-09T04:00:00Z',
+      runs: [...old, ...fresh],
+      now: at('2026-12-09T06:00:00Z'),
+    });
+    expect(deleted(decision).sort()).toEqual(old.map((each) => `History ${each.name}`).sort());
+  });
+});
+
+describe('a run that never gets a phase', () => {
+  // The operator gives a run a phase within seconds, and a run's age cannot be told safely: its
+  // creation time is the API server's clock, and the schedule's clock may be an hour on (an
+  // operator outage). So an unfinished run holds the schedule however long it has had no phase.
+  const now = new Date('2026-12-08T03:00:05Z');
+  /** Listed as the API server lists it: made a second after its time, no status written since. */
+  const listed = (at: Date, name = scheduledRunName('nightly', at)) =>
+    toScheduledRun({
       apiVersion: 'chamvi.dev/v1alpha1',
       kind: 'CodingRun',
       metadata: {
-        name: stale.name,
+        name,
         namespace: 'team',
-        uid: 'planted',
-        creationTimestamp: '2026-12-01T02:00:00Z',
-        labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': scheduledTimeLabelValue(nightly(1)) },
+        uid: `u-${name}`,
+        creationTimestamp: new Date(at.getTime() + 1000).toISOString(),
+        labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': scheduledTimeLabelValue(at) },
       },
       spec: RUN,
-    } as unknown as CodingRun;
-    expect(toScheduledRun(listed)).toEqual([{ name: stale.name, scheduledTime: nightly(1), createdAt: new Date('2026-12-01T02:00:00Z') }]);
+    } as unknown as CodingRun);
+
+  it('planted and padded past any status write, holds a Forbid schedule until it is deleted (a known limit)', () => {
+    // As a run planted for each time due would: docs/schedules.md, `kubectl delete crun NAME`.
+    const own = decide({ spec: { concurrencyPolicy: 'Forbid' }, runs: listed(nightly(1)), now });
+    expect(own.create).toBeUndefined();
+    expect(own.status.activeCount).toBe(1);
+    const foreign = decide({ spec: { concurrencyPolicy: 'Forbid' }, foreign: listed(nightly(1), 'nightly-x7k2p'), now });
+    expect(foreign.create).toBeUndefined();
+  });
+
+  it('made just before an operator outage and found still phaseless, holds Forbid and is no history', () => {
+    // failedRunsHistoryLimit 0 deleted the legitimate run as failed history, and Forbid started
+    // the next time due beside it.
+    const decision = decide({ spec: { concurrencyPolicy: 'Forbid', failedRunsHistoryLimit: 0 }, runs: listed(nightly(7)), now });
+    expect(decision.create).toBeUndefined();
+    expect(decision.deleteRuns).toEqual([]);
+    expect(decision.status.active?.map((active) => active.name)).toEqual([scheduledRunName('nightly', nightly(7))]);
+  });
+
+  it('is deleted by Replace as the active run it is', () => {
+    const [stale] = listed(nightly(1));
+    const decision = decide({ spec: { concurrencyPolicy: 'Replace' }, runs: [stale!], now });
+    expect(decision.create?.toISOString()).toBe('2026-12-08T03:00:00.000Z');
+    expect(deleted(decision)).toEqual([`Replace ${stale!.name}`]);
+    expect(decision.events.map((event) => event.message)).toEqual([`Deleted active run ${stale!.name}: concurrencyPolicy is Replace`]);
   });
 });

@@ -2,7 +2,8 @@
 // active runs first, then the newest. Runs planted under the schedule's name (a legacy-style
 // name, the schedule's owner reference and labels, a spec the operator refuses so they end
 // Failed at once) sorted newer than the run still going and pushed it out of what was kept:
-// Forbid saw no active run and started a second one beside it.
+// Forbid saw no active run and started a second one beside it. So did unfinished runs planted
+// for a time still to come: they are not kept at all.
 import { describe, expect, it } from 'vitest';
 import type { CodingSchedule } from '../../operator/src/api/coding-schedule.ts';
 import { listRunsOfSchedule } from '../../operator/src/controller/schedule-runs-listing.ts';
@@ -18,7 +19,8 @@ const schedule = {
 } as unknown as CodingSchedule;
 const owner = [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'S-UID', controller: true }];
 const T = Date.parse('2026-12-07T13:00:00Z');
-const run = (name: string, at: number, phase: string) => ({
+const NOW = new Date(T + 3_600_000 + 5000);
+const run = (name: string, at: number, phase?: string) => ({
   apiVersion: 'chamvi.dev/v1alpha1',
   kind: 'CodingRun',
   metadata: {
@@ -26,12 +28,13 @@ const run = (name: string, at: number, phase: string) => ({
     namespace: 'team',
     uid: `u-${name}`,
     generation: 1,
+    creationTimestamp: new Date(at).toISOString(),
     ownerReferences: owner,
     labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': String(at / 1000) },
     annotations: { 'chamvi.dev/scheduled-at': new Date(at).toISOString() },
   },
   spec: { task: 'planted' },
-  status: { phase },
+  ...(phase ? { status: { phase } } : {}),
 });
 const making = { spec: schedule.spec, runSpec: { task: 'real', repository: { url: 'x' } } } as unknown as ScheduleMaking;
 
@@ -40,11 +43,57 @@ describe('listRunsOfSchedule past the runs it keeps', () => {
     const going = run(scheduledRunName('nightly', new Date(T)), T, 'Running');
     const planted = [1, 2, 3].map((index) => run(`nightly-zzzz${index}`, T + index * 1000, 'Failed'));
     const page = [going, ...planted] as unknown as ScheduleRunPage;
-    const listed = await listRunsOfSchedule({ kube: { listScheduleRuns: async () => page }, schedule, making, pageLimit: 10, keep: 3 });
+    const listed = await listRunsOfSchedule({
+      kube: { listScheduleRuns: async () => page },
+      schedule,
+      making,
+      now: NOW,
+      pageLimit: 10,
+      keep: 3,
+    });
 
     const kept = [...listed.runs, ...listed.foreign].map((each) => each.name);
     expect(kept).toContain(going.metadata.name);
     expect(listed.runs.map((each) => [each.name, each.phase])).toEqual([[going.metadata.name, 'Running']]);
+    expect(listed.leftOut).toBe(1);
+  });
+
+  it('leaves out runs for a time still to come: unfinished ones planted for 9999 do not push the running run out', async () => {
+    const going = run(scheduledRunName('nightly', new Date(T)), T, 'Running');
+    const planted = [1, 2, 3].map((minute) => {
+      const at = Date.UTC(9999, 0, 1, 0, minute);
+      return run(scheduledRunName('nightly', new Date(at)), at, 'Pending');
+    });
+    const page = [going, ...planted] as unknown as ScheduleRunPage;
+    const listed = await listRunsOfSchedule({
+      kube: { listScheduleRuns: async () => page },
+      schedule,
+      making,
+      now: NOW,
+      pageLimit: 10,
+      keep: 3,
+    });
+
+    expect(listed.runs.map((each) => each.name)).toEqual([going.metadata.name]);
+    expect(listed.uids.has(planted[0]!.metadata.name)).toBe(false);
+    expect(listed.leftOut).toBe(0);
+  });
+
+  it('keeps a run the schedule made that has no phase yet before finished runs planted newer', async () => {
+    // Found an hour after it was made (an operator outage): unfinished, it holds the schedule.
+    const waiting = run(scheduledRunName('nightly', new Date(T)), T);
+    const planted = [1, 2, 3].map((index) => run(`nightly-zzzz${index}`, T + index * 1000, 'Failed'));
+    const page = [waiting, ...planted] as unknown as ScheduleRunPage;
+    const listed = await listRunsOfSchedule({
+      kube: { listScheduleRuns: async () => page },
+      schedule,
+      making,
+      now: NOW,
+      pageLimit: 10,
+      keep: 3,
+    });
+
+    expect(listed.runs.map((each) => [each.name, each.phase])).toEqual([[waiting.metadata.name, undefined]]);
     expect(listed.leftOut).toBe(1);
   });
 });

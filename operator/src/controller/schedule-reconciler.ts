@@ -150,6 +150,7 @@ export class ScheduleReconciler {
       kube,
       schedule,
       making,
+      now,
       pageLimit: this.deps.runPageLimit ?? SCHEDULE_RUN_PAGE_LIMIT,
       ...(this.deps.runsKept !== undefined ? { keep: this.deps.runsKept } : {}),
     });

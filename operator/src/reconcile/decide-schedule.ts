@@ -9,13 +9,15 @@
 // - Forbid leaves the due time unhandled while a run is active, so it starts when that run
 //   ends if still within the deadline; Replace deletes the unfinished runs; Allow just creates.
 //   Active means any unfinished run the schedule controls, its foreign ones included
-//   (runs-of-schedule.ts), that has a phase or was made under PHASELESS_RUN_HOLDS_MS ago.
+//   (runs-of-schedule.ts), however long it has had no phase (holdsSchedule).
 // - Suspend creates nothing; on resume the latest missed time runs if within the deadline.
 //
 // Runs planted ahead (docs/schedules.md): whoever may create CodingRuns can write a run under the
 // name, labels and controller reference the schedule gives a time. One labelled for a time still
-// to come is not the schedule's until that time (SCHEDULED_TIME_CLOCK_SKEW_MS), and one that never
-// got a phase stops holding the schedule after PHASELESS_RUN_HOLDS_MS.
+// to come is not the schedule's until that time (SCHEDULED_TIME_CLOCK_SKEW_MS); and one for a
+// minute that is none of the cron's times never pushes a run for a cron time past the history
+// limits and is no success (pastHistoryLimits). One that never gets a phase holds the schedule
+// until it is deleted (holdsSchedule), a known limit.
 //
 // Idempotence (an operator killed between creating a run and writing the status): the runs
 // carry their scheduled time in a label, so when a run for the due time already exists the
@@ -39,8 +41,6 @@ export interface ScheduledRun {
   scheduledTime: Date;
   phase?: Phase;
   completionTime?: Date;
-  /** metadata.creationTimestamp: how long a run without a phase has gone without one. Absent: taken as just made. */
-  createdAt?: Date;
   /** Being deleted (deletionTimestamp): neither active nor history. */
   deleting?: boolean;
 }
@@ -164,23 +164,18 @@ function conditionMessage(message: string): string {
 export const SCHEDULED_TIME_CLOCK_SKEW_MS = 5 * 60_000;
 
 /**
- * How long a run with no phase still holds the schedule (Forbid, status.active). The run
- * controller writes a phase at its first look, seconds after the create; a run too large for any
- * status write never gets one (unwritable-run.ts), and its sandbox is taken down, so it does no
- * work. One planted padded past a status write held a Forbid schedule for good. The cost: a run
- * made just before the operator was down longer than this, found still phaseless when it is back,
- * holds nothing, so the next time due under Forbid may start beside it (Replace deletes it).
+ * Holds the schedule (Forbid, status.active) and Replace deletes it: not finished and not being
+ * deleted, with a phase or without. A run's age without a phase is no sign it was planted: its
+ * creation time is the API server's clock, and this decision's `now` may be an hour on (an
+ * operator outage), so a legitimate run judged by it held nothing and Forbid started a second
+ * beside it. A run planted under the schedule's name and padded past any status write never gets
+ * a phase and holds a Forbid schedule until it is deleted, as a run planted for each time due
+ * would (docs/schedules.md).
  */
-export const PHASELESS_RUN_HOLDS_MS = 5 * 60_000;
-
-/** Not finished and not being deleted: Replace deletes it. */
-const isUnfinished = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
-/** Holds the schedule (Forbid, status.active): unfinished, and with a phase or still young enough to be waiting for its first. */
-const holdsSchedule = (run: ScheduledRun, now: Date) =>
-  isUnfinished(run) &&
-  (run.phase !== undefined || run.createdAt === undefined || now.getTime() - run.createdAt.getTime() <= PHASELESS_RUN_HOLDS_MS);
+export const holdsSchedule = (run: ScheduledRun): boolean => !run.deleting && !isTerminal(run.phase);
 /** The run's time has come (SCHEDULED_TIME_CLOCK_SKEW_MS): before it, the run is not the schedule's. */
-const isTimeCome = (run: ScheduledRun, now: Date) => run.scheduledTime.getTime() <= now.getTime() + SCHEDULED_TIME_CLOCK_SKEW_MS;
+export const isTimeCome = (run: ScheduledRun, now: Date): boolean =>
+  run.scheduledTime.getTime() <= now.getTime() + SCHEDULED_TIME_CLOCK_SKEW_MS;
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
 const date = (value: string | undefined) => (value ? new Date(value) : undefined);
 /** RFC 3339 to the second, as Kubernetes writes its own timestamps (scheduled times are whole minutes). */
@@ -198,10 +193,10 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   // when the time comes the run takes it as any run planted under the name does.
   const runs = input.runs.filter((run) => isTimeCome(run, now));
   const foreign = (input.foreign ?? []).filter((run) => isTimeCome(run, now));
-  let active = runs.filter((run) => holdsSchedule(run, now));
+  let active = runs.filter(holdsSchedule);
   // Not listed or counted in status, but under the concurrency policy: one may be the schedule's
   // own run, made before an earlier operator's lost status write and an edit.
-  const foreignActive = foreign.filter((run) => holdsSchedule(run, now));
+  const foreignActive = foreign.filter(holdsSchedule);
   let create: Date | undefined;
   // The run found already made for the time due: until a status write records that time, the
   // run is the only sign it was handled.
@@ -231,12 +226,9 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       // Left unhandled: the run starts when the active one ends, if still within the deadline.
     } else {
       if (spec.concurrencyPolicy === 'Replace') {
-        // Every unfinished run, a phaseless one past PHASELESS_RUN_HOLDS_MS too: it holds nothing,
-        // but should the run controller give it a phase late it would run beside the new one.
-        for (const run of [...runs, ...foreign].filter(isUnfinished)) {
+        for (const run of [...active, ...foreignActive]) {
           deleteRuns.push({ name: run.name, because: 'Replace' });
-          const which = holdsSchedule(run, now) ? `active run ${run.name}` : `run ${run.name}, which never got a phase`;
-          events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted ${which}: concurrencyPolicy is Replace` });
+          events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted active run ${run.name}: concurrencyPolicy is Replace` });
         }
         active = [];
       }
@@ -248,15 +240,18 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   // Not the run just recorded, though past the limits (finished, a limit of 0): were this
   // status write to fail too (a 409, a 422), the next decision would find the time due and no
   // run for it, and make the run again. It goes at the next decision, once its time is recorded.
-  const pastLimits = pastHistoryLimits(runs, spec);
+  const pastLimits = pastHistoryLimits(runs, spec, cron);
   const heldBack = recorded !== undefined && pastLimits.includes(recorded.name);
   for (const name of pastLimits) if (name !== recorded?.name) deleteRuns.push({ name, because: 'History' });
 
-  const succeeded = runs.filter((run) => run.phase === 'Succeeded' && run.completionTime);
-  const lastSuccessfulTime = succeeded.reduce<Date | undefined>(
-    (latest, run) => later(latest, run.completionTime),
-    date(status.lastSuccessfulTime),
-  );
+  // Only a run for one of the cron's times: one planted for another minute could end later. The
+  // latest ending first, so that the cron is asked of no more runs than end after the one taken.
+  const recordedSuccess = date(status.lastSuccessfulTime);
+  const lastSuccess = runs
+    .filter((run) => run.phase === 'Succeeded' && run.completionTime && !(recordedSuccess && run.completionTime <= recordedSuccess))
+    .sort((a, b) => b.completionTime!.getTime() - a.completionTime!.getTime())
+    .find((run) => isCronTime(cron, run));
+  const lastSuccessfulTime = later(recordedSuccess, lastSuccess?.completionTime);
   const next = cron && !spec.suspend && !input.problem ? cron.nextAfter(now) : undefined;
   const ready = input.problem
     ? { status: 'False' as const, reason: input.problem.reason, message: conditionMessage(input.problem.message) }
@@ -330,13 +325,40 @@ function dueTime(input: ScheduleInput, cron: CronSchedule): Date | undefined {
   return latest && latest > handled ? latest : undefined;
 }
 
-/** Finished runs past successfulRunsHistoryLimit / failedRunsHistoryLimit, oldest first out. */
-function pastHistoryLimits(runs: readonly ScheduledRun[], spec: CodingScheduleSpec): string[] {
-  const newestFirst = (a: ScheduledRun, b: ScheduledRun) => b.scheduledTime.getTime() - a.scheduledTime.getTime();
+/**
+ * Whether the run's time is one of the cron's: the schedule makes runs only at those. Its name
+ * can be planted for any whole minute (runs-of-schedule.ts takes a run under the name of any
+ * minute as the schedule's). Without a cron (an invalid schedule) none can be told apart: all count.
+ */
+function isCronTime(cron: CronSchedule | undefined, run: ScheduledRun): boolean {
+  return cron === undefined || cron.latestAtOrBefore(run.scheduledTime)?.getTime() === run.scheduledTime.getTime();
+}
+
+/**
+ * Finished runs past successfulRunsHistoryLimit / failedRunsHistoryLimit: runs for one of the
+ * cron's times are kept first, newest first; a run for any other minute only in the room they
+ * leave. Three ended runs planted for 03:01-03:03 were the newest history of a `0 3 * * *`
+ * schedule, and its own 03:00 run was deleted as it ended.
+ *
+ * Only the current cron's times are told: after an edit of spec.schedule the runs of the old
+ * cron are the schedule's own, but are ranked as a planted run is. They stay while the new
+ * cron's runs leave room and go first as those come, which is what a user who edited the cron
+ * expects of the history anyway; and a run carries no mark of the spec it was made from that
+ * its creator could not write too, so nothing better tells them apart.
+ */
+function pastHistoryLimits(runs: readonly ScheduledRun[], spec: CodingScheduleSpec, cron: CronSchedule | undefined): string[] {
+  // Told only where a limit is passed: each is a cron look-up, and thousands may be planted.
+  const past = (group: ScheduledRun[], limit: number) => {
+    if (group.length <= limit) return [];
+    const onCron = new Map(group.map((run) => [run, isCronTime(cron, run)]));
+    const keptFirst = (a: ScheduledRun, b: ScheduledRun) =>
+      Number(onCron.get(b)) - Number(onCron.get(a)) || b.scheduledTime.getTime() - a.scheduledTime.getTime();
+    return group.sort(keptFirst).slice(limit);
+  };
   const finished = runs.filter((run) => !run.deleting && isTerminal(run.phase));
-  const succeeded = finished.filter((run) => run.phase === 'Succeeded').sort(newestFirst);
-  const failed = finished.filter((run) => run.phase !== 'Succeeded').sort(newestFirst);
-  return [...succeeded.slice(spec.successfulRunsHistoryLimit), ...failed.slice(spec.failedRunsHistoryLimit)].map((run) => run.name);
+  const succeeded = finished.filter((run) => run.phase === 'Succeeded');
+  const failed = finished.filter((run) => run.phase !== 'Succeeded');
+  return [...past(succeeded, spec.successfulRunsHistoryLimit), ...past(failed, spec.failedRunsHistoryLimit)].map((run) => run.name);
 }
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {

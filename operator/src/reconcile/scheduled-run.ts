@@ -162,7 +162,6 @@ export function scheduledRunAt(run: CodingRun, scheduledTime: Date): ScheduledRu
     scheduledTime,
     ...(run.status?.phase ? { phase: run.status.phase } : {}),
     ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
-    ...(run.metadata.creationTimestamp ? { createdAt: new Date(run.metadata.creationTimestamp) } : {}),
     ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
   };
 }
