@@ -115,6 +115,24 @@ describe('the egress audit drops counts the API server refuses for good', () => 
     expect(calls.patches).toEqual(['big', 'other']);
   });
 
+  it('a run refused for good that goes on connecting costs no write until the proxy forgets it', async () => {
+    const { kube, calls } = fakeKube((name) => (name === 'big' ? apiError(500, 'etcdserver: request is too large') : undefined));
+    const { audit: subject, connect, warnings } = audit(kube);
+    for (let flush = 0; flush < 10; flush++) {
+      connect('big');
+      await subject.flush();
+    }
+    expect(calls.gets).toBe(1);
+    expect(calls.patches).toEqual(['big']);
+    expect(warnings).toHaveLength(1);
+    expect(subject.runsPending).toBe(0);
+    // Forgotten (the run ended) and served again under the same uid: written again.
+    subject.forget('uid-big');
+    connect('big');
+    await subject.flush();
+    expect(calls.patches).toEqual(['big', 'big']);
+  });
+
   it('still retries a 422 that is a concurrent write (the version moved) and adds the counts', async () => {
     let bumped = false;
     const { kube, calls } = fakeKube(() => undefined);
@@ -211,6 +229,8 @@ describe('the egress audit does not pile flushes up', () => {
     connect('a');
     const release = kube.hold();
     const first = subject.flush();
+    // Once the flush holds a's read: b comes in after it took what was pending.
+    await vi.waitFor(() => expect(calls.gets).toBe(1));
     connect('b');
     const stopped = subject.stop();
     release();

@@ -52,6 +52,12 @@ interface Pending {
 
 export class EgressAudit {
   private readonly pending = new Map<string, Pending>();
+  /**
+   * Runs whose status the API server refused for good (EgressStatusRefusedError), until the proxy
+   * forgets them: their counts are no longer kept. A run that went on connecting started a new
+   * delta each time, and each flush read the whole run again, sent its PATCH and warned.
+   */
+  private readonly refused = new Set<string>();
   private readonly evented = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | undefined;
   /** The flush under way, with any asked for behind it (stop()); undefined when none runs. */
@@ -105,6 +111,8 @@ export class EgressAudit {
     }
     // A refusal before the run is known (no or a bad credential) belongs to no run's status.
     if (!run) return;
+    if (!connection.allowed) this.firstDenial(run, connection);
+    if (this.refused.has(run.uid)) return;
     const entry = this.pending.get(run.uid) ?? { run, delta: emptyEgressStatus(), failures: 0, lastTry: false };
     entry.delta = addConnection(entry.delta, {
       host: connection.host,
@@ -115,7 +123,6 @@ export class EgressAudit {
       bytesReceived: connection.bytesReceived,
     });
     this.pending.set(run.uid, entry);
-    if (!connection.allowed) this.firstDenial(run, connection);
   }
 
   private firstDenial(run: EgressRun, connection: EgressConnection): void {
@@ -140,6 +147,7 @@ export class EgressAudit {
    */
   forget(uid: string): void {
     this.evented.delete(uid);
+    this.refused.delete(uid);
     const pending = this.pending.get(uid);
     if (pending) pending.lastTry = true;
     if (this.writing?.run.uid === uid) this.writing.lastTry = true;
@@ -191,7 +199,9 @@ export class EgressAudit {
     } catch (error) {
       const where = { namespace: run.namespace, run: run.name, runUid: run.uid, err: String(error) };
       if (EgressStatusRefusedError.isInstance(error)) {
-        this.deps.logger.warn(where, 'status.egress refused for good; these counts dropped (the egress log lines keep them)');
+        this.deps.logger.warn(where, 'status.egress refused for good; its counts are no longer kept (the egress log lines keep them)');
+        this.refused.add(run.uid);
+        this.pending.delete(run.uid);
         return;
       }
       const failures = entry.failures + 1;
