@@ -32,6 +32,20 @@ describe('absolutePath', () => {
     );
     expect(absolutePath(undefined)).toBeUndefined();
   });
+
+  // An empty PATH is searched from the working directory by node's spawn and /bin/sh alike.
+  it.each([[''], [['node_modules/.bin', '.'].join(path.delimiter)], [['', 'bin'].join(path.delimiter)]])(
+    'gives the system directories for %j, which has no absolute entry, never an empty PATH',
+    (value) => {
+      expect(absolutePath(value)).toBe(['/usr/bin', '/bin'].join(path.delimiter));
+    },
+  );
+
+  it('drops absolute entries under /proc and /dev, which may name the working directory', () => {
+    const entries = ['/proc/self/cwd', '/proc/thread-self/cwd/bin', '/dev/fd/3', '/usr/../proc/self/cwd', '/usr/bin', '/procfs/bin'];
+    expect(absolutePath(entries.join(path.delimiter))).toBe(['/usr/bin', '/procfs/bin'].join(path.delimiter));
+    expect(absolutePath('/proc/self/cwd')).toBe(['/usr/bin', '/bin'].join(path.delimiter));
+  });
 });
 
 describe('a relative PATH entry and a repository that committed its own tar', () => {
@@ -79,6 +93,14 @@ const RELATIVE_GITS = ['node_modules/.bin/git', 'bin/git', 'git'];
 const relativePath = () => ['node_modules/.bin', 'bin', '.', '', savedPath].join(path.delimiter);
 
 describe("the workers' git in a clone whose repository committed its own git, with relative PATH entries", () => {
+  it('headRevision runs the system git when PATH has only relative entries', async () => {
+    const { repo, marker } = repositoryWithItsOwnGit(...RELATIVE_GITS);
+    const head = git(['rev-parse', 'HEAD'], repo).trim();
+    process.env.PATH = ['node_modules/.bin', '.'].join(path.delimiter);
+    expect(await headRevision(repo)).toBe(head);
+    expect(existsSync(marker)).toBe(false);
+  });
+
   it('headRevision runs the system git and returns the real commit', async () => {
     const { repo, marker } = repositoryWithItsOwnGit(...RELATIVE_GITS);
     const head = git(['rev-parse', 'HEAD'], repo).trim();

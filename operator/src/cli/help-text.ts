@@ -201,7 +201,11 @@ in the run's namespace count.
 ${API_KEY_VARIABLES}
                 A run that names its endpoint (openai-compatible, spec.model.baseURL) gets
                 $CHAMVI_API_KEY only, never OPENAI_API_KEY: FILE chose where it goes. The
-                host the key is sent to is printed before the run starts.
+                host the key is sent to is printed before the run starts, but not asked:
+                $CHAMVI_API_KEY goes to whatever endpoint FILE names, so set it only for a
+                command whose FILE you trust, never in a shell profile. A key from a
+                variable is for the model only: FILE may not name its Secret in
+                spec.repository or spec.publish credentialsSecretRef.
   approvals     calls of spec.approval.tools are asked on the terminal, their whole input
                 shown escaped (y/N, then a reason for the model). Without a terminal (stdin
                 not a TTY, or -f -) every such call is denied with the reason "no terminal to

@@ -5,14 +5,16 @@
 // An API key the file does not hold comes from CHAMVI_API_KEY, or from the provider's own
 // variable (OPENAI_API_KEY, ...) only when it goes to that provider's own endpoint: a
 // repository's run.yaml naming openai-compatible and its own baseURL would otherwise have the
-// user's OpenAI key sent as a Bearer token to a host of its choosing. Security #11.3.
+// user's OpenAI key sent as a Bearer token to a host of its choosing. Security #11.3. Nor may
+// any other reference in the file name the Secret that key fills: the clone would send it to the
+// repository's host.
 // A refusal is a ManifestError that names the file, the run and the field.
 import { randomUUID } from 'node:crypto';
 import { API_VERSION, type CodingRun, type CodingRunSpec } from '../../api/index.ts';
 import type { OperatorConfig } from '../../config/operator-config.ts';
 import { findProviderDeclaration } from '../../providers/provider-registry.ts';
 import { USABLE_BY_RUNS_LABEL, USABLE_BY_RUNS_VALUE } from '../../reconcile/secret-opt-in.ts';
-import { parseSpec, validateRun } from '../../reconcile/validate-run.ts';
+import { parseSpec, referencesOf, validateRun } from '../../reconcile/validate-run.ts';
 import { ManifestError } from '../errors/manifest-error.ts';
 import { localEnvNameProblem } from './local-env-names.ts';
 import { localRepositoryUrl } from './local-repository.ts';
@@ -104,6 +106,19 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
       throw refused(
         `spec.model.apiKeySecretRef names Secret ${keyRef.name} (key "${keyRef.key}"), which is not in the file; ` +
           `add the Secret to the file or set ${variables.join(' or ')}${unusedProviderVariable(spec.model)}`,
+      );
+    }
+    // The variable's key is for the model's endpoint, the host the note names. Any other reference
+    // to its Secret would hand it to someone else: a clone's or a push's credentialsSecretRef has
+    // git send it as Basic auth to the repository's host, which the file chooses, before any model
+    // call or approval. Any key of it, for the Secret will carry the opt-in the variable gives.
+    const other = referencesOf(spec).find(
+      (reference) => reference.kind === 'Secret' && reference.name === keyRef.name && reference.field !== 'spec.model.apiKeySecretRef',
+    );
+    if (other) {
+      throw refused(
+        `${other.field} names Secret ${keyRef.name}, which holds the API key from $${variable} for the model's endpoint only; ` +
+          `give it a Secret of its own in the file, holding the repository's token`,
       );
     }
     secrets.set(keyRef.name, { ...secrets.get(keyRef.name), [keyRef.key]: env[variable]! });
