@@ -24,6 +24,7 @@ import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
 import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
+import { releasedEnvironment } from './contract/held-environment.ts';
 import { filesOpenForWriting, regularFileAt, sameFile, signalProcesses, type WriterScope, writersOf } from './file-writers.ts';
 import { isJobsGroup, observeJobGroup, parseRecordedProcess } from './job-group-identity.ts';
 import { groupExists, groupHasLiveProcess, signalGroup } from './process-group.ts';
@@ -65,7 +66,8 @@ export async function startBackgroundJob(context: ToolboxContext, shell: string,
       cwd: context.realRoot,
       detached: true, // a new session and process group: survives the toolbox, killable as one
       stdio: 'ignore',
-      env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
+      // The run's variables the pod held back from the toolbox are the model's (contract/held-environment.ts).
+      env: { ...releasedEnvironment(process.env), ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
     },
   );
   // Read at once, before anything can reap the wrapper: its pid names the job's group only while

@@ -18,7 +18,9 @@ import { BASH_PRELUDE } from './bash-script.ts';
 import { openToRead, readSmallFile } from './bounded-read.ts';
 import { startBackgroundJob } from './bash-jobs.ts';
 import { stopLeftoverProcesses } from './leftover-processes.ts';
-import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
+import { safeDirectoryEnvironment } from './child-process.ts';
+import { releasedEnvironment } from './contract/held-environment.ts';
+import { findHelper } from './helper-programs.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { type CommandLog, outputHoldersAfter } from './output-holders.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
@@ -79,7 +81,9 @@ export function bashStateFile(context: ToolboxContext): string {
 }
 
 export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>): Promise<BashResult | BashJobResult> {
-  const shell = findExecutable('bash');
+  // The shell itself is found outside the workspace (helper-programs.ts); the model's commands
+  // in it keep the run's PATH and HOME.
+  const shell = findHelper(context, 'bash');
   if (!shell) throw new ToolboxError('IO_ERROR', 'bash is not installed in this sandbox');
   if (input.command.length > COMMAND_MAX_CHARS) {
     throw new ToolboxError('INVALID_INPUT', 'The command is too long; write it to a script with write_file and run the script');
@@ -116,7 +120,8 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     cwd: context.realRoot,
     detached: true, // its own process group, so a kill reaches everything it started
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
-    env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
+    // The run's variables the pod held back from the toolbox are the model's (contract/held-environment.ts).
+    env: { ...releasedEnvironment(process.env), ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
   });
   // Read before anything yields to the event loop, which would reap a command that already exited.
   const commandStartTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);

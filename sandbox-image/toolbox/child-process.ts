@@ -2,9 +2,9 @@
 // consumed as records as it arrives, each record cut to a maximum size, and the child is
 // killed as soon as the caller has seen enough.
 import { spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
-import path from 'node:path';
 import { trackForegroundGroup } from './foreground-groups.ts';
+import { isolatedHelperGitEnvironment } from './helper-programs.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 export interface StreamRecordsOptions {
@@ -203,28 +203,6 @@ export async function captureOutput(
   return { exitCode: outcome.exitCode, stdout, truncated, stderr: outcome.stderr };
 }
 
-const executableCache = new Map<string, string | undefined>();
-
-/** Finds a program on PATH without starting a process. */
-export function findExecutable(name: string, searchPath = process.env.PATH ?? ''): string | undefined {
-  const key = `${name}\0${searchPath}`;
-  if (executableCache.has(key)) return executableCache.get(key);
-  let found: string | undefined;
-  for (const directory of searchPath.split(path.delimiter)) {
-    if (!directory) continue;
-    const candidate = path.join(directory, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      found = candidate;
-      break;
-    } catch {
-      // Not here; keep looking.
-    }
-  }
-  executableCache.set(key, found);
-  return found;
-}
-
 /**
  * Environment for git: paths are literal (":!src" is a file name, not pathspec magic), no pager or
  * prompts, and no fsmonitor hook. The hook is a program the repository's config names (code in
@@ -236,9 +214,11 @@ export function findExecutable(name: string, searchPath = process.env.PATH ?? ''
  * --no-ext-diff), and a clean filter or textconv changes what git_diff shows, so it runs, bounded
  * by the helper's deadline.
  */
-export function gitEnvironment(): NodeJS.ProcessEnv {
+export function gitEnvironment(context: Pick<ToolboxContext, 'realRoot' | 'home'>): NodeJS.ProcessEnv {
+  // Nothing of the run's git settings, HOME or PATH (helper-programs.ts).
+  const isolated = isolatedHelperGitEnvironment(context);
   return {
-    ...process.env,
+    ...isolated,
     GIT_LITERAL_PATHSPECS: '1',
     GIT_PAGER: 'cat',
     GIT_TERMINAL_PROMPT: '0',
@@ -248,7 +228,7 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
         ['safe.directory', '*'],
         ['core.fsmonitor', 'false'],
       ],
-      process.env,
+      isolated,
     ),
   };
 }

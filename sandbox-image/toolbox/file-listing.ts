@@ -17,7 +17,8 @@ import type { FileListResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS } from './contract/limits.ts';
 import { leadingWithinAnswerBytes } from './answer-entries.ts';
-import { findExecutable, gitEnvironment, HELPER_TIMEOUT_MS, streamRecords } from './child-process.ts';
+import { gitEnvironment, HELPER_TIMEOUT_MS, streamRecords } from './child-process.ts';
+import { findHelper } from './helper-programs.ts';
 import { compileGlob } from './contract/glob-pattern.ts';
 import { guardWorkspacePath } from './path-guard.ts';
 import { SortedSelection } from './sorted-selection.ts';
@@ -128,7 +129,7 @@ export async function forEachFile(
     signal: options.signal,
     onNestedRepository: options.onNestedRepository,
   };
-  const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
+  const repository = findHelper(context, 'git') ? enclosingRepository(context.realRoot, base) : undefined;
   if (repository) listing.onNestedRepository?.(repository);
   if (repository !== undefined && (await listRepository(context, repository, base, listing))) return;
   await walk(context.realRoot, base, listing);
@@ -191,12 +192,14 @@ async function listRepository(context: ToolboxContext, repository: string, base:
     pathspec,
   ];
   const workTree = path.join(context.realRoot, repository);
-  const outcome = await streamRecords('git', args, {
+  // Present: forEachFile asks git only when it found one.
+  const git = findHelper(context, 'git')!;
+  const outcome = await streamRecords(git, args, {
     cwd: workTree,
     // Named, not discovered: the work tree is this directory even if core.worktree says another
     // (the environment wins over config), and a .git that is no repository fails here instead of
     // git finding the outer one. A .git file (a submodule's `gitdir:` line) works as GIT_DIR too.
-    env: { ...gitEnvironment(), GIT_DIR: path.join(workTree, '.git'), GIT_WORK_TREE: workTree },
+    env: { ...gitEnvironment(context), GIT_DIR: path.join(workTree, '.git'), GIT_WORK_TREE: workTree },
     separator: 0,
     maxRecordBytes: 4_096,
     timeoutMs: timeLeft(listing),

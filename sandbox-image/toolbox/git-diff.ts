@@ -5,23 +5,26 @@ import path from 'node:path';
 import type { GitDiffResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { GIT_DIFF_MAX_CHARS } from './contract/limits.ts';
-import { captureOutput, findExecutable, gitEnvironment } from './child-process.ts';
+import { captureOutput, gitEnvironment } from './child-process.ts';
+import { findHelper } from './helper-programs.ts';
 import { guardWorkspacePath } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 export async function gitDiff(context: ToolboxContext, input: ToolInput<'git_diff'>): Promise<GitDiffResult> {
-  if (!findExecutable('git')) throw new ToolboxError('IO_ERROR', 'git is not installed in this sandbox');
+  // Found outside the workspace, never through the run's PATH (helper-programs.ts).
+  const git = findHelper(context, 'git');
+  if (!git) throw new ToolboxError('IO_ERROR', 'git is not installed in this sandbox');
   if (!existsSync(path.join(context.realRoot, '.git'))) {
     throw new ToolboxError('INVALID_INPUT', 'The workspace is not a git repository; use list_files and read_file instead');
   }
   const target = await guardWorkspacePath(context, input.path ?? '', { allowDenied: true });
   const pathspec = ['--', target.relative || '.'];
-  const options = { cwd: context.realRoot, env: gitEnvironment(), maxChars: GIT_DIFF_MAX_CHARS };
+  const options = { cwd: context.realRoot, env: gitEnvironment(context), maxChars: GIT_DIFF_MAX_CHARS };
   const [status, diff] = await Promise.all([
-    captureOutput('git', ['-c', 'core.quotepath=off', 'status', '--short', '--untracked-files=all', ...pathspec], options),
+    captureOutput(git, ['-c', 'core.quotepath=off', 'status', '--short', '--untracked-files=all', ...pathspec], options),
     captureOutput(
-      'git',
+      git,
       ['-c', 'core.quotepath=off', 'diff', '--no-color', '--no-ext-diff', ...(input.staged ? ['--cached'] : []), ...pathspec],
       options,
     ),

@@ -60,7 +60,8 @@ import path from 'node:path';
 import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
-import { findExecutable, gitEnvironment, HELPER_TIMEOUT_MS, streamRecords, type ProcessOutcome } from './child-process.ts';
+import { gitEnvironment, HELPER_TIMEOUT_MS, streamRecords, type ProcessOutcome } from './child-process.ts';
+import { findHelper, type HelperName } from './helper-programs.ts';
 import { leadingWithinAnswerBytes } from './answer-entries.ts';
 import { forEachFile } from './file-listing.ts';
 import { anchorsAsReadFileShows } from './line-anchors.ts';
@@ -132,7 +133,7 @@ export async function grep(
     if (file !== '' && !isDeniedPath(file)) files.add({ path: file, raw: record });
     return true;
   };
-  const walk = engineInvocation(engine, input, { output: 'files', operands: { scope: target.relative || '.' }, limit });
+  const walk = engineInvocation(context, engine, input, { output: 'files', operands: { scope: target.relative || '.' }, limit });
   // Stops whatever part of the first pass still runs once the call ends, with an answer or an error.
   const stop = new AbortController();
   let outcome: ProcessOutcome;
@@ -167,7 +168,7 @@ export async function grep(
     context,
     selected.items.map((file) => file.raw),
   );
-  const runs = secondPassRuns(engine, input, lines, searchable);
+  const runs = secondPassRuns(context, engine, input, lines, searchable);
   let unread = 0;
   for (const [index, run] of runs.entries()) {
     if (Date.now() >= deadline) {
@@ -260,8 +261,8 @@ async function withinCallDeadline<T>(bounds: SearchBounds, run: Promise<T>): Pro
 }
 
 export function chooseEngine(context: ToolboxContext): GrepEngine {
-  if (findExecutable('rg')) return 'rg';
-  if (findExecutable('git') && existsSync(path.join(context.realRoot, '.git'))) return 'git-grep';
+  if (findHelper(context, 'rg')) return 'rg';
+  if (findHelper(context, 'git') && existsSync(path.join(context.realRoot, '.git'))) return 'git-grep';
   return 'grep';
 }
 
@@ -324,7 +325,7 @@ async function searchNestedRepositories(
         },
       },
     );
-    for (const run of namedFileRuns('git-grep', input, { output: 'files', limit }, nested)) {
+    for (const run of namedFileRuns(context, 'git-grep', input, { output: 'files', limit }, nested)) {
       if (Date.now() >= deadline) return nestedShortfall(tooLong);
       // Exit codes are not read: the pattern was checked, and the outer pass answers for the rest.
       await streamRecords(run.command, run.args, {
@@ -366,7 +367,7 @@ function formatSeconds(milliseconds: number): string {
  * first, then finds nothing under a path that cannot exist, so this costs one short git run.
  */
 async function checkGitGrepPattern(context: ToolboxContext, input: ToolInput<'grep'>, timeoutMs: number): Promise<void> {
-  const check = engineInvocation('git-grep', input, { output: 'files', operands: { named: [NAMES_NOTHING] }, limit: 1 });
+  const check = engineInvocation(context, 'git-grep', input, { output: 'files', operands: { named: [NAMES_NOTHING] }, limit: 1 });
   const outcome = await streamRecords(check.command, check.args, {
     cwd: context.realRoot,
     env: check.env,
@@ -393,15 +394,23 @@ type NamedFileRun = Invocation & { input?: Buffer; names: Buffer[]; isNamed: (ra
  * `pass` over files named by their raw paths: one xargs run fed them on stdin, or runs with them
  * as arguments.
  */
-function namedFileRuns(engine: GrepEngine, input: ToolInput<'grep'>, pass: Output, files: readonly Buffer[]): NamedFileRun[] {
+function namedFileRuns(
+  context: ToolboxContext,
+  engine: GrepEngine,
+  input: ToolInput<'grep'>,
+  pass: Output,
+  files: readonly Buffer[],
+): NamedFileRun[] {
   if (files.length === 0) return [];
-  if (findExecutable('xargs')) {
-    const search = engineInvocation(engine, input, { ...pass, operands: { named: [] } });
+  const xargs = findHelper(context, 'xargs');
+  if (xargs) {
+    // The engine by its absolute path: xargs would look a name up on the run's PATH.
+    const search = engineInvocation(context, engine, input, { ...pass, operands: { named: [] } });
     const paths = Buffer.concat(files.flatMap((file) => [file, Buffer.of(0)]));
     return [
       {
         ...search,
-        command: 'xargs',
+        command: xargs,
         args: ['-0', '-r', `--max-args=${MAX_FILES_PER_RUN}`, search.command, ...search.args],
         input: paths,
         names: [...files],
@@ -412,7 +421,7 @@ function namedFileRuns(engine: GrepEngine, input: ToolInput<'grep'>, pass: Outpu
   return argumentBatches(files.map((file) => file.toString('utf8'))).map((batch) => {
     // An argument is UTF-8: a name that is not is searched (and printed) under its encoding.
     const names = batch.map((file) => Buffer.from(file));
-    return { ...engineInvocation(engine, input, { ...pass, operands: { named: batch } }), names, isNamed: namedPaths(names) };
+    return { ...engineInvocation(context, engine, input, { ...pass, operands: { named: batch } }), names, isNamed: namedPaths(names) };
   });
 }
 
@@ -423,12 +432,14 @@ function namedFileRuns(engine: GrepEngine, input: ToolInput<'grep'>, pass: Outpu
  * as that file's records only (see the header); the others share runs as before.
  */
 function secondPassRuns(
+  context: ToolboxContext,
   engine: GrepEngine,
   input: ToolInput<'grep'>,
   pass: Output,
   files: readonly Buffer[],
 ): Array<NamedFileRun & { lineReader: () => (line: Buffer) => GrepMatch | undefined }> {
   const shared = namedFileRuns(
+    context,
     engine,
     input,
     pass,
@@ -436,7 +447,7 @@ function secondPassRuns(
   ).map((run) => ({ ...run, lineReader: () => (line: Buffer) => (run.isNamed(pathOfLine(line)) ? run.parse(line) : undefined) }));
   const own = files
     .filter((file) => file.includes(NEWLINE))
-    .flatMap((file) => namedFileRuns(engine, input, pass, [file]))
+    .flatMap((file) => namedFileRuns(context, engine, input, pass, [file]))
     .map((run) => ({ ...run, lineReader: () => linesOfOneFile(run.names[0]!, run.parse) }));
   return [...shared, ...own];
 }
@@ -484,7 +495,7 @@ interface Invocation {
   parse: (record: Buffer) => GrepMatch | undefined;
 }
 
-function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pass): Invocation {
+function engineInvocation(context: ToolboxContext, engine: GrepEngine, input: ToolInput<'grep'>, pass: Pass): Invocation {
   const caseFlag = input.ignoreCase ? ['-i'] : [];
   const operands = 'named' in pass.operands ? pass.operands.named : [pass.operands.scope];
   const named = 'named' in pass.operands;
@@ -492,7 +503,7 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
   switch (engine) {
     case 'rg':
       return {
-        command: 'rg',
+        command: helperProgram(context, 'rg'),
         args: [
           '--no-config',
           '--no-messages',
@@ -517,7 +528,7 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
       };
     case 'git-grep':
       return {
-        command: 'git',
+        command: helperProgram(context, 'git'),
         args: [
           'grep',
           // A named file is searched wherever it lies, in a nested repository too, which the
@@ -536,12 +547,12 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
           '--',
           ...operands,
         ],
-        env: gitEnvironment(),
+        env: gitEnvironment(context),
         parse: parseGitGrep,
       };
     case 'grep':
       return {
-        command: 'grep',
+        command: helperProgram(context, 'grep'),
         args: [
           '-s',
           '-I',
@@ -561,6 +572,13 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
         parse: parseNulPathThenColon,
       };
   }
+}
+
+/** The absolute path of an engine's program, never looked up on the run's PATH (helper-programs.ts). */
+function helperProgram(context: ToolboxContext, name: HelperName): string {
+  const program = findHelper(context, name);
+  if (!program) throw new ToolboxError('IO_ERROR', `${name} is not installed in this sandbox (outside the workspace)`);
+  return program;
 }
 
 /** By path, then by the bytes the path came from: two names that are not UTF-8 may show alike. */

@@ -22,7 +22,7 @@ export interface ProcessWithCommand extends ProcessEntry {
   argv: readonly string[] | undefined;
 }
 
-/** How this process was started, e.g. ['node', '/opt/chamvi/toolbox.mjs', 'serve']. */
+/** How this process was started, e.g. ['/opt/chamvi/node', '/opt/chamvi/toolbox.mjs', 'serve']. */
 export function toolboxPrefix(ownArgv: readonly string[]): readonly string[] | undefined {
   // The operator runs `[...toolboxCommand, 'serve']`: what comes before `serve` starts every toolbox it execs.
   return ownArgv.length >= 2 && ownArgv.at(-1) === 'serve' ? ownArgv.slice(0, -1) : undefined;

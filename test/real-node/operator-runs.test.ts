@@ -183,7 +183,7 @@ describe.skipIf(unavailable !== '')(`runs through the operator on the real node$
         CHAMVI_HTTP_PORT: String(httpPort),
         CHAMVI_SANDBOX_IMAGE: inject('realNodeSandboxImage'),
         // The toolbox inside the image (the operator's default), not the checkout's.
-        CHAMVI_TOOLBOX_COMMAND: 'node /opt/chamvi/toolbox.mjs',
+        CHAMVI_TOOLBOX_COMMAND: '/opt/chamvi/node /opt/chamvi/toolbox.mjs',
         CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
         // Security #11.8 as shipped: runs start only where the probe finds NetworkPolicy enforced.
         CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'false',

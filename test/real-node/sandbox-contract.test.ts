@@ -80,7 +80,7 @@ describe.skipIf(unavailable !== '')(`the Sandbox contract on the real node${unav
       });
       expect(result.ok && result.result).toMatchObject({
         exitCode: 0,
-        stdout: `1000\n${podName}\n/workspace\nnode /opt/chamvi/toolbox.mjs call `,
+        stdout: `1000\n${podName}\n/workspace\n/opt/chamvi/node /opt/chamvi/toolbox.mjs call `,
       });
     } finally {
       await sandbox.close();

@@ -524,12 +524,17 @@ export const operatorConfigSchema = z
       .prefault({})
       .describe('How the operator checks that NetworkPolicy is enforced in a namespace before a run there gets a sandbox.'),
     // The dev cluster points toolboxCommand at the locally built toolbox, which kwok's exec
-    // runs on this machine.
+    // runs on this machine. node by its absolute path: pods/exec looks a bare name up on the
+    // container's PATH, which is the run's (spec.sandbox.env), and a PATH starting in the
+    // workspace ran a committed .venv/bin/node as the toolbox. /opt/chamvi/node is node in every
+    // sandbox: a link in the default image, the copy the init container makes for a custom one.
     toolboxCommand: z
       .array(z.string().min(1))
       .min(1)
-      .default(['node', '/opt/chamvi/toolbox.mjs'])
-      .describe('How the sandbox runs the toolbox: in the pod, the bundled file in the sandbox image.'),
+      .default(['/opt/chamvi/node', '/opt/chamvi/toolbox.mjs'])
+      .describe(
+        "How the sandbox runs the toolbox: in the pod, the bundled file in the sandbox image. Name programs by absolute path: a bare name is looked up on the run's PATH.",
+      ),
     sandboxNodePath: z
       .string()
       .min(1)

@@ -14,6 +14,7 @@ import { egressEnv } from './sandbox-egress.ts';
 // The container idles on node, which every sandbox has (the default image ships it, a custom
 // image gets it from the init container); the toolbox knows its sandbox container by it.
 import { IDLE_SCRIPT } from '../../../sandbox-image/toolbox/contract/sandbox-init.ts';
+import { HELD_ENV_PREFIX, isHeldEnvName } from '../../../sandbox-image/toolbox/contract/held-environment.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
@@ -109,6 +110,9 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
   const { sandbox } = run.spec;
   const customImage = sandbox.image !== undefined && sandbox.image !== config.sandboxImage;
   const nodePath = customImage ? `${TOOLS_PATH}/node` : config.sandboxNodePath;
+  const egress = egressEnv(run, config);
+  // The operator's own variables win over the run's of the same name (they come later).
+  const operatorNames = new Set(egress.map((variable) => variable.name));
   const volumeMounts = [
     { name: 'workspace', mountPath: WORKSPACE_PATH },
     { name: 'home', mountPath: HOME_PATH },
@@ -136,13 +140,22 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       // value, passed literally (as run --local does), so every $ is written $$. (A function, as
       // a replacement string would read "$$" as one $.) The pod is larger than the run by one
       // byte per $: the run's size check counts them (run-bytes.ts).
-      ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value: value.replaceAll('$', () => '$$') })),
+      // A variable node or the dynamic loader reads at start (NODE_OPTIONS, LD_PRELOAD) is held
+      // back under CHAMVI_RUN_ENV_<name>: the toolbox, which pods/exec starts with this
+      // environment, would read it, and only bash gets it back (contract/held-environment.ts).
+      // The longer names cost at most 64 x 15 bytes, far within etcd's margin over MAX_RUN_BYTES.
+      ...(sandbox.env ?? [])
+        .filter(({ name }) => !(isHeldEnvName(name) && operatorNames.has(name)))
+        .map(({ name, value }) => ({
+          name: isHeldEnvName(name) ? `${HELD_ENV_PREFIX}${name}` : name,
+          value: value.replaceAll('$', () => '$$'),
+        })),
       // After the run's own variables, so these win: the toolbox's own settings (the schema
       // refuses CHAMVI_* names too; a run's would move the workspace or put the toolbox's logs
       // in the diff), and the proxy.
       { name: 'CHAMVI_WORKSPACE', value: WORKSPACE_PATH },
       { name: 'CHAMVI_HOME', value: `${HOME_PATH}/.chamvi` },
-      ...egressEnv(run, config),
+      ...egress,
     ],
     resources: mergeResources(sandbox.resources),
     securityContext: restrictedContainerSecurity,
