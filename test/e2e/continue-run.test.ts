@@ -1,9 +1,8 @@
 // spec.continueFrom through the whole product: the operator as a process, the real API server,
 // Redis, git and the toolbox in kwok pods, and a model over HTTP that records what it was sent.
 // A follow-up run starts from the first run's commit (not the branch's new head) with its diff
-// applied and its task and final message in the first prompt; one whose source has not finished
-// waits for it, Pending, without a sandbox; a source that is missing or
-// whose diff does not apply fails the follow-up InvalidSpec with what to change, and one deleted
+// applied and its task and final message in the first prompt; a source that is missing, has not
+// finished or whose diff does not apply fails the follow-up InvalidSpec with what to change, and one deleted
 // and created again under its name after the follow-up was accepted fails it ContinueFromReplaced.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -154,7 +153,7 @@ describe('spec.continueFrom', () => {
     expect(status.message).toContain(`spec.continueFrom names CodingRun no-such-run, which does not exist in namespace ${NS}`);
   });
 
-  it('waits Pending, with no sandbox, while the named run has not finished, and is accepted once it has', async () => {
+  it('fails InvalidSpec when the named run has not finished, saying to wait for it, before it takes a sandbox', async () => {
     await apply(
       script('waits-script', [{ toolCalls: [{ toolName: 'bash', input: { command: 'true' } }] }, { text: 'done' }]),
       codingRun('waits', 'Wait for a human.', scripted('waits-script'), { approval: { tools: ['bash'] } }),
@@ -165,26 +164,15 @@ describe('spec.continueFrom', () => {
       'waits to wait',
     );
     await apply(codingRun('too-early', 'Continue.', scripted('never-used'), { continueFrom: { name: 'waits' } }));
-    // Who wrote what `waits` started from is known only once it was accepted: too-early is not accepted before it ends.
-    const waiting = await eventually(
-      async () => {
-        const status = await runStatus<CodingRunStatus>(NS, 'too-early');
-        return status.reason === 'ContinueFromNotFinished' ? status : undefined;
-      },
-      30_000,
-      'too-early to wait for its source',
-    );
-    expect(waiting).toMatchObject({ phase: 'Pending' });
-    expect(waiting.message).toContain('Waiting for CodingRun waits, which spec.continueFrom names, to finish (it is WaitingForApproval)');
-    expect(waiting).not.toHaveProperty('podName');
-    expect(waiting).not.toHaveProperty('admission');
-    expect(waiting).not.toHaveProperty('continuedFrom');
-    const source = JSON.parse((await kubectl(['get', 'crun', 'waits', '-n', NS, '-o', 'json'])).stdout);
-    expect((await kubectl(['annotate', 'crun', 'waits', '-n', NS, 'chamvi.dev/cancel=enough'])).code).toBe(0);
-    // Accepted once `waits` has ended, pinned to it; it made no change, so the prepare job refuses it, as before.
     const status = await finished('too-early');
-    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', continuedFrom: { name: 'waits', uid: source.metadata.uid } });
-    expect(status.message).toContain('spec.continueFrom names CodingRun waits, which made no change to continue from');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(status.message).toContain(
+      'which has not finished (phase WaitingForApproval); wait for it (kubectl wait --for=condition=Reconciling=False crun/waits) ' +
+        'and create this run again',
+    );
+    // Refused at acceptance: no slot, no sandbox, nothing pinned.
+    expect(status).not.toHaveProperty('podName');
+    expect(status).not.toHaveProperty('continuedFrom');
   });
 
   it("fails InvalidSpec, applying nothing, when the source's diff ConfigMap was changed, or its diff does not apply on its commit", async () => {

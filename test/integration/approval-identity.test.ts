@@ -16,6 +16,10 @@ import {
   CREATOR_ANNOTATION,
   TEMPLATE_WRITER_ANNOTATION,
 } from '../../operator/src/reconcile/approval-answer.ts';
+import type { CodingRunTemplate } from '../../operator/src/api/coding-run-template.ts';
+import { writersOf } from '../../operator/src/reconcile/continue-from-pin.ts';
+import { withTemplate } from '../../operator/src/reconcile/run-template.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { chartDir, helm, templateKubeVersion } from '../support/helm.ts';
 import { approveAsShown, pluginPath } from '../support/plugin.ts';
@@ -557,5 +561,110 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await annotationsOf('continues-long'))[APPROVAL_ANNOTATION]).toBeUndefined();
     // Someone else, of the same group, with a name of a usual length, may.
     expect((await asLong('erin')).code).toBe(0);
+  });
+
+  it('a writer with an emoji name, which the operator records as given, may not answer: a cut inside a pair matched nobody', async () => {
+    // 301 code points (CEL's size(), within the policy's 512) but 601 UTF-16 units: a cut at 512
+    // units ended in half a pair, stored as U+FFFD, and the writer answered.
+    const emoji = `u${'😀'.repeat(300)}`;
+    await ok(['create', 'rolebinding', 'emoji-names-approve', '-n', NS, '--clusterrole=chamvi-approver', '--group=emoji-names']);
+    const asEmojiGroup = (name: string, who: string) =>
+      kubectl([
+        'annotate',
+        'crun',
+        name,
+        '-n',
+        NS,
+        `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve"}`,
+        `${APPROVER_ANNOTATION}=${who}`,
+        '--overwrite',
+        '--as',
+        who,
+        '--as-group',
+        'emoji-names',
+      ]);
+    // The source run's creator, recorded by the operator's own code (continue-from-pin.ts writersOf).
+    const source = codingRunFixture({
+      metadata: { name: 'first', namespace: NS, uid: 'uid-first', annotations: { [CREATOR_ANNOTATION]: emoji } },
+    });
+    const follow = run('continues-emoji', { [CREATOR_ANNOTATION]: WRITER });
+    expect(
+      (await as(WRITER, ['create', '-f', '-'], stringify({ ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } }))).code,
+    ).toBe(0);
+    const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: writersOf(source) };
+    await ok([
+      'patch',
+      'crun',
+      'continues-emoji',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { continuedFrom } }),
+    ]);
+    await waitingForApproval('continues-emoji');
+    const sourceWriter = await asEmojiGroup('continues-emoji', emoji);
+    expect(sourceWriter.code).not.toBe(0);
+    expect(sourceWriter.stderr).toContain('wrote the task of CodingRun first this CodingRun continues from');
+    expect((await annotationsOf('continues-emoji'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    expect((await asEmojiGroup('continues-emoji', 'erin')).code).toBe(0);
+    // The template's writer, recorded by the operator's own code (run-template.ts withTemplate).
+    const template: CodingRunTemplate = {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRunTemplate',
+      metadata: { name: 'deps', namespace: NS, annotations: { [CREATOR_ANNOTATION]: emoji } },
+      spec: { task: 'Update the dependencies' } as CodingRunTemplate['spec'],
+    };
+    const own = { ...run('names-template-emoji', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'deps' } } };
+    expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
+    const recorded = withTemplate(codingRunFixture({ metadata: own.metadata, spec: own.spec as never }), template).status?.template;
+    expect(recorded?.writtenBy).toBeDefined();
+    const status = JSON.stringify({ status: { template: { ...recorded, spec: {} } } });
+    await ok(['patch', 'crun', 'names-template-emoji', '-n', NS, '--subresource=status', '--type=merge', '-p', status]);
+    await waitingForApproval('names-template-emoji');
+    const templateWriter = await asEmojiGroup('names-template-emoji', emoji);
+    expect(templateWriter.code).not.toBe(0);
+    expect(templateWriter.stderr).toContain('wrote the CodingRunTemplate this CodingRun was made from and may not answer');
+    expect((await asEmojiGroup('names-template-emoji', 'erin')).code).toBe(0);
+  });
+
+  it("a run whose template sets continueFrom takes no answer before the operator records the source's writers", async () => {
+    // spec.continueFrom comes from the template (status.template.spec), not the run's own spec.
+    const own = { ...run('template-continues', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'follow-up' } } };
+    expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
+    const template = { name: 'follow-up', writtenBy: EDITOR, spec: { task: 'Go on', continueFrom: { name: 'first' } } };
+    await ok([
+      'patch',
+      'crun',
+      'template-continues',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { template } }),
+    ]);
+    await waitingForApproval('template-continues');
+    const early = await answer(APPROVER, 'template-continues', APPROVER);
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toContain(
+      'made from CodingRunTemplate follow-up, which continues another CodingRun (spec.continueFrom), and the operator has not yet recorded who wrote that one',
+    );
+    expect((await annotationsOf('template-continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    // Once recorded, the source's writers are refused and anyone else may answer.
+    const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: [DEPLOYER] };
+    await ok([
+      'patch',
+      'crun',
+      'template-continues',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { continuedFrom } }),
+    ]);
+    expect((await answer(APPROVER, 'template-continues', APPROVER)).code).toBe(0);
   });
 });

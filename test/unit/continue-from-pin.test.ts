@@ -6,14 +6,17 @@ import type { CodingRun } from '../../operator/src/api/index.ts';
 import { observeContinueFromSource, type RunLookup } from '../../operator/src/reconcile/continue-from-pin.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
-/** A cache holding the finished run `first` in namespace `agents` (uid-first) and in `other` (uid-elsewhere). */
+/** A cache holding the finished (and once accepted) run `first` in namespace `agents` (uid-first) and in `other` (uid-elsewhere). */
 const runs: RunLookup = {
   get: (namespace, name) =>
     name !== 'first'
       ? undefined
       : codingRunFixture({
           metadata: { name, namespace, uid: namespace === 'agents' ? 'uid-first' : 'uid-elsewhere' },
-          status: { phase: 'Succeeded' },
+          status: {
+            phase: 'Succeeded',
+            conditions: [{ type: 'Accepted', status: 'True', reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:00:00Z' }],
+          },
         }),
 };
 const onlyElsewhere: RunLookup = { get: (namespace, name) => (namespace === 'agents' ? undefined : runs.get(namespace, name)) };

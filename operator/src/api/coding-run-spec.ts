@@ -266,10 +266,12 @@ export const budgetSpec = z
 
 /**
  * Names the sandbox's toolbox keeps for itself: CHAMVI_WORKSPACE=/ broke the import, CHAMVI_HOME
- * under /workspace put its logs in the diff. NODE_OPTIONS stays the run's to set (a larger heap
- * for jest or tsc is common, and stored runs use it): the toolbox, node, reads it too, but runs
- * inside the sandbox as the sandbox's user, so a bad one (--bogus-flag ends every toolbox
- * session) only breaks the run that set it. HOME, TMPDIR and PATH stay the run's too. run --local
+ * under /workspace put its logs in the diff. Everything else stays the run's, for its commands:
+ * HOME, TMPDIR and PATH (the toolbox finds its own git, rg and bash outside the workspace and
+ * runs its git without HOME or GIT_*: helper-programs.ts; the operator execs node by absolute
+ * path: toolboxCommand), and NODE_OPTIONS (a larger heap for jest or tsc is common, and stored
+ * runs use it), LD_* and the other variables node and the loader read at start, which the pod
+ * holds back from the toolbox and gives to bash only (contract/held-environment.ts). run --local
  * refuses more, for there the toolbox runs on the user's machine: local-env-names.ts.
  */
 export const envNameRule: CrossFieldRule<{ name: string }> = {
@@ -289,7 +291,7 @@ const envVar = z
       .max(256)
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
       .describe(
-        'Variable name, not starting with CHAMVI_: the toolbox reads those. NODE_OPTIONS reaches the toolbox too: one node refuses ends the run.',
+        "Variable name, not starting with CHAMVI_: the toolbox reads those. NODE_*, LD_*, OPENSSL_* and GCONV_PATH reach the run's commands (setup, verify, the model's bash) but not the toolbox itself.",
       ),
     value: z
       .string()
@@ -433,12 +435,11 @@ export const continueFromSpec = z
     'Start from where a finished run left off instead of from the bare repository: the worker clones the commit that run cloned ' +
       "(its status.result.revision), applies that run's full diff (its diff ConfigMap), and the first prompt tells the agent that " +
       "run's task and final message. spec.repository.url must be the source run's; spec.repository.revision is not used. The run " +
-      'waits, Pending with reason ContinueFromNotFinished and holding no sandbox slot, until the source run has finished (its own ' +
-      'budget.timeout bounds that once it has started): it is accepted only then. It fails InvalidSpec, saying what to change, ' +
-      'when the source run is missing, recorded no commit, kept no full diff (none, or cut at ' +
-      "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes. The source is the run of that name " +
-      'when this run is accepted (status.continuedFrom records its uid): one deleted and created again under the name before this ' +
-      'run starts fails it ContinueFromReplaced.',
+      'fails InvalidSpec, saying what to change, when the source run is missing, has not finished (refused when the run is ' +
+      'accepted, before it takes a sandbox slot: wait for the source, then create this run again), recorded no commit, kept no ' +
+      "full diff (none, or cut at 1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes. The " +
+      'source is the run of that name when this run is accepted (status.continuedFrom records its uid): one deleted and created ' +
+      'again under the name before this run starts fails it ContinueFromReplaced.',
   );
 
 // The grader is part of the job: changing it mid-run would grade a different job.

@@ -322,7 +322,7 @@ export const templateStatus = z
 
 /** Most writers status.continuedFrom.writtenBy names: a longer chain of continued runs is refused at acceptance. */
 export const CONTINUED_FROM_WRITERS_MAX = 16;
-/** Longest user name recorded (as reconcile/approval-answer.ts USER_MAX and status.template.writtenBy). */
+/** Longest user name recorded (reconcile/user-name.ts USER_NAME_MAX, as status.template.writtenBy). */
 const USER_NAME_MAX = 512;
 
 /**
@@ -349,9 +349,9 @@ export const continuedFromStatus = z
   .describe(
     'The run spec.continueFrom named, as the operator found it when it accepted this run. The run starts only from that run: ' +
       'one deleted and created again under the name since fails it ContinueFromReplaced, nothing of it applied. ' +
-      'Absent for a run without continueFrom, and while the run waits for that run to finish (ContinueFromNotFinished). One ' +
-      'accepted without it (by an operator from before this field) gets it at the next look, the run of that name as found then; ' +
-      'while it has none, with separation of duties no answer to its approvals is acted on.',
+      'Absent for a run without continueFrom. One accepted without it (by an operator from before this field) gets it at a ' +
+      'later look, the run of that name as found then, once that run has finished; while it has none, with separation of ' +
+      'duties no answer to its approvals is acted on.',
   );
 
 /** Most containers (init containers included) status.admittedPod records: the builders make two. */

@@ -24,11 +24,6 @@ export const REASONS = {
    * accepted (status.continuedFrom holds the uid it was accepted with): nothing of it is applied.
    */
   ContinueFromReplaced: 'ContinueFromReplaced',
-  /**
-   * Pending: spec.continueFrom's run has not finished. The run is accepted only once it has (who
-   * wrote what it started from is known then), and holds no sandbox slot meanwhile.
-   */
-  ContinueFromNotFinished: 'ContinueFromNotFinished',
   CloneFailed: 'CloneFailed',
   SetupFailed: 'SetupFailed',
   BudgetExceeded: 'BudgetExceeded',

@@ -717,8 +717,6 @@ export class RunReconciler {
     const mayContinue = run.spec?.continueFrom !== undefined || run.status?.template?.spec?.continueFrom !== undefined;
     const unpinned = mayContinue && !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && !run.status?.continuedFrom;
     const continueFrom = needsValidation || unpinned ? observeContinueFromSource(run, caches.runs) : {};
-    // Not accepted until its source has finished (continue-from-pin.ts): it asks for no slot meanwhile.
-    const waitsForSource = needsValidation && continueFrom.continueFromSource?.unfinishedPhase !== undefined;
     const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');
     const agent = started ? await this.deps.agent.inspect(run) : undefined;
     // Asked only for runs not yet given a sandbox: asking may start a probe of the namespace.
@@ -733,7 +731,7 @@ export class RunReconciler {
     // whatever the queue, so it gets no plan. The shared plan leaves such runs out
     // (admission.ts isWaiting), and each look of one, every ISOLATION_RECHECK_MS, made a plan
     // of its own: 4000 of them behind a probe kept unknown cost a core.
-    const wantsSlot = waiting && !waitsForSource && isolationGate(isolation, this.deps.config, namespace).kind === 'open';
+    const wantsSlot = waiting && isolationGate(isolation, this.deps.config, namespace).kind === 'open';
     return {
       run,
       ...(owned(pod) ? { pod: { ...podView(pod!, this.noteBound(run, pod!)), ...(podDeleted ? { deleting: true } : {}) } } : {}),

@@ -63,8 +63,6 @@ function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolea
   if (run.metadata.deletionTimestamp) return false;
   const phase = run.status?.phase;
   if (phase === 'Pending' && run.status?.reason === REASONS.IsolationNotEnforced) return false;
-  // One waiting for its spec.continueFrom run to finish is not accepted yet, and takes no slot either.
-  if (phase === 'Pending' && run.status?.reason === REASONS.ContinueFromNotFinished) return false;
   return (phase === undefined || phase === 'Pending') && !admittedLocally.has(run.metadata.uid);
 }
 

@@ -7,6 +7,7 @@
 // annotation's name, its encoder and its decoder live here and nowhere else. Pure.
 import { createHash } from 'node:crypto';
 import { GROUP, type CodingRun } from '../api/index.ts';
+import { cutUserName } from './user-name.ts';
 
 /** The annotation `kubectl codingrun approve|deny` writes on the run (API.md "Approvals"). */
 export const APPROVAL_ANNOTATION = `${GROUP}/approval`;
@@ -45,16 +46,13 @@ export function templateWriterOf(template: { metadata: { annotations?: Record<st
   return writer ? { [TEMPLATE_WRITER_ANNOTATION]: writer } : {};
 }
 
-/** Longest user name kept (Kubernetes bounds none; OIDC subjects can be long). */
-export const USER_MAX = 512;
-
 export interface ApprovalAnswer {
   id: string;
   decision: 'approve' | 'deny';
   reason?: string;
   /** approve: sha256 (64 lowercase hex) of the input approved. A deny needs none. */
   sha256?: string;
-  /** Who answered: the chamvi.dev/approver annotation, when there is one. */
+  /** Who answered: the chamvi.dev/approver annotation, when there is one, cut to USER_NAME_MAX code points (user-name.ts). */
   user?: string;
   /** The operator denied the call because nobody answered within spec.approval.timeout. */
   timedOut?: boolean;
@@ -94,7 +92,9 @@ export function encodeApprovalAnnotation(answer: ApprovalAnswer): string {
 
 export function readApprovalAnnotation(run: CodingRun): AnnotationReading {
   const reading = decodeApprovalAnnotation(run.metadata.annotations?.[APPROVAL_ANNOTATION]);
-  const user = run.metadata.annotations?.[APPROVER_ANNOTATION]?.slice(0, USER_MAX);
+  // Cut as the writers' names are recorded; separation of duties refuses a name that was cut.
+  const approver = run.metadata.annotations?.[APPROVER_ANNOTATION];
+  const user = approver === undefined ? undefined : cutUserName(approver);
   if (reading.kind !== 'answer' || !user) return reading;
   return { kind: 'answer', answer: { ...reading.answer, user } };
 }

@@ -15,9 +15,11 @@
 // source's own list comes along: a chain's first task is still in the workspace and, through
 // the summaries, in the prompt. That list, and the template's writer, are on the source only once
 // the source itself has been accepted, and a run applied together with its source (GitOps) can be
-// looked at first: so a run is accepted only once its source has finished, and waits, Pending,
-// until then (holding no slot: acceptance comes before admission). Pure: the reconciler hands
-// over what its cache of runs shows.
+// looked at first: so a run whose source has not finished is refused at acceptance (InvalidSpec,
+// before it takes a slot), as the prepare job refused it before the pin. It does not wait: a run
+// naming itself, or two naming each other, would wait forever, and a source with a short TTL could
+// be gone before a waiting run saw it end. Pure: the reconciler hands over what its cache of runs
+// shows.
 import {
   CONTINUED_FROM_WRITERS_MAX,
   FAILURE_MESSAGES,
@@ -27,9 +29,11 @@ import {
   type CodingRunSpec,
   type ContinuedFromStatus,
 } from '../api/index.ts';
-import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, USER_MAX } from './approval-answer.ts';
+import { findCondition } from './conditions.ts';
+import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION } from './approval-answer.ts';
 import type { ObservedRun } from './observed-run.ts';
 import { parseSpec, type Refusal } from './validate-run.ts';
+import { cutUserName } from './user-name.ts';
 
 /** The run spec.continueFrom names, as found in the run's namespace while the run is accepted. */
 export interface ContinueFromSource {
@@ -38,12 +42,11 @@ export interface ContinueFromSource {
   uid: string | undefined;
   /** Who wrote its task and what it started from (writersOf), without repeats; none when unnamed. */
   writtenBy?: string[];
-  /** Its phase ('Pending' while it has none) when it has not finished; absent once it has. */
+  /** Its phase ('none yet' while it has none) when it has not finished; absent once it has. */
   unfinishedPhase?: string;
+  /** Set when it was never accepted (refused, or cancelled first): its template's writer and its own list were never recorded. */
+  neverAccepted?: true;
 }
-
-/** A run waiting for its source to finish is looked at again this often (nothing wakes it when the source ends). */
-export const CONTINUE_FROM_RECHECK_MS = 15_000;
 
 /** Where the reconciler finds runs: its informer cache (a GET would be one more request per run accepted). */
 export interface RunLookup {
@@ -63,9 +66,16 @@ export function observeContinueFromSource(run: CodingRun, runs: RunLookup): Pick
   const source = runs.get(run.metadata.namespace, name);
   if (!source) return { continueFromSource: { name, uid: undefined } };
   const writtenBy = writersOf(source);
-  const unfinished = isTerminal(source.status?.phase) ? {} : { unfinishedPhase: source.status?.phase ?? 'Pending' };
+  const unfinished = isTerminal(source.status?.phase) ? {} : { unfinishedPhase: source.status?.phase ?? 'none yet' };
+  const neverAccepted = findCondition(source.status?.conditions, 'Accepted')?.status === 'True' ? {} : { neverAccepted: true as const };
   return {
-    continueFromSource: { name, uid: source.metadata.uid || undefined, ...(writtenBy.length ? { writtenBy } : {}), ...unfinished },
+    continueFromSource: {
+      name,
+      uid: source.metadata.uid || undefined,
+      ...(writtenBy.length ? { writtenBy } : {}),
+      ...unfinished,
+      ...neverAccepted,
+    },
   };
 }
 
@@ -73,7 +83,7 @@ export function observeContinueFromSource(run: CodingRun, runs: RunLookup): Pick
  * Everyone who wrote `source`'s task or what it started from, as separation of duties names
  * them for the source itself: its creator, its template's writer (a scheduled run's annotation,
  * or the operator's record for one made with spec.templateRef), and its own continuedFrom list.
- * Cut to USER_MAX as the approver's name is read, so the two compare alike.
+ * Cut at code points as the approver's name is read (user-name.ts), so the two compare alike.
  */
 export function writersOf(source: CodingRun): string[] {
   const annotations = source.metadata.annotations ?? {};
@@ -83,23 +93,18 @@ export function writersOf(source: CodingRun): string[] {
     source.status?.template?.writtenBy,
     ...(source.status?.continuedFrom?.writtenBy ?? []),
   ];
-  return [...new Set(names.filter((name): name is string => !!name).map((name) => name.slice(0, USER_MAX)))];
+  return [...new Set(names.filter((name): name is string => !!name).map(cutUserName))];
 }
 
-/**
- * `waits`: the refusal is not final: the source has not finished, and the run stays Pending
- * (reason ContinueFromNotFinished) and is looked at again. A caller that does not look at it
- * refuses the run, which is safe: it never accepts one.
- */
-export type ContinueFromPin = { ok: true; pin?: ContinuedFromStatus } | { ok: false; refusal: Refusal; waits?: true };
+export type ContinueFromPin = { ok: true; pin?: ContinuedFromStatus } | { ok: false; refusal: Refusal };
 
 /**
  * What accepting the run records of its source: the pin (status.continuedFrom), nothing without
- * continueFrom, or a refusal when no run has the name: there is nothing to pin, and the prepare
- * job would refuse it anyway, after the run had taken a slot and a sandbox. A source that has not
- * finished is waited for: who wrote what it started from is not known before it is accepted, and
- * it can change nothing once it has ended. A source that ended refused (no commit) is pinned as any
- * other, and the prepare job refuses it, saying why.
+ * continueFrom, or a refusal when no run has the name or it has not finished: there is nothing
+ * (yet) to start from, and the prepare job would refuse it anyway, after the run had taken a slot
+ * and a sandbox; and who wrote what an unfinished source started from is not all on it before it
+ * is accepted. A source that ended refused (no commit) is pinned as any other, and the prepare job
+ * refuses it, saying why, before any approval is asked.
  */
 export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: ContinueFromSource | undefined): ContinueFromPin {
   const named = spec.continueFrom?.name;
@@ -107,16 +112,15 @@ export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: 
   if (source?.name !== named) throw new Error('decide: the continueFrom source must be observed for a run that is not accepted yet');
   if (!source.uid)
     return { ok: false, refusal: { reason: REASONS.InvalidSpec, message: FAILURE_MESSAGES.continueFromMissing(named, namespace) } };
+  // A run naming itself is its own unfinished source, and is refused here too.
   if (source.unfinishedPhase !== undefined)
     return {
       ok: false,
-      waits: true,
       refusal: {
-        reason: REASONS.ContinueFromNotFinished,
+        reason: REASONS.InvalidSpec,
         message:
-          `Waiting for CodingRun ${named}, which spec.continueFrom names, to finish (it is ${source.unfinishedPhase}): a run goes on ` +
-          "only from a finished run's work, and is accepted only once who wrote it is known. The run takes no sandbox slot " +
-          `meanwhile and looks again every ${CONTINUE_FROM_RECHECK_MS / 1000}s; delete it to give up.`,
+          `spec.continueFrom names CodingRun ${named}, which has not finished (phase ${source.unfinishedPhase}); wait for it ` +
+          `(kubectl wait --for=condition=Reconciling=False crun/${named}) and create this run again.`,
       },
     };
   const writtenBy = source.writtenBy ?? [];
@@ -139,10 +143,12 @@ export function pinContinueFrom(namespace: string, spec: CodingRunSpec, source: 
  * The pin of a run that is past acceptance and has none: the warm-pool path accepts a run in the
  * write that also makes it Running, and when that write meets a conflict the workers' own
  * Running lands first, so the run is accepted (decide.ts recordAgentStart) without the record of
- * who wrote its source. Whatever its phase, the source as found now is pinned; it is not waited
- * for (a started run has already gone on from it). Undefined when there is nothing to pin: no
- * continueFrom, no such run now, or more writers than a pin keeps; separation of duties then
- * refuses every answer (separation-of-duties.ts), as the chart's policy does.
+ * who wrote its source. Whatever this run's phase, the source as found now is pinned once it has
+ * finished and had itself been accepted: before that its writers are not all on it, and a pin of
+ * part of them would let the others answer. Undefined when there is nothing to pin: no
+ * continueFrom, no such run now, one not finished or never accepted, or more writers than a pin
+ * keeps; separation of duties then refuses every answer (separation-of-duties.ts), as the chart's
+ * policy does, and a later look pins it once the source has finished.
  */
 export function pinAfterAcceptance(
   namespace: string,
@@ -150,7 +156,7 @@ export function pinAfterAcceptance(
   source: ContinueFromSource | undefined,
 ): ContinuedFromStatus | undefined {
   if (!spec.continueFrom?.name || source?.name !== spec.continueFrom.name) return undefined;
-  const { unfinishedPhase: _ignored, ...found } = source;
-  const pinned = pinContinueFrom(namespace, spec, found);
+  if (source.unfinishedPhase !== undefined || source.neverAccepted) return undefined;
+  const pinned = pinContinueFrom(namespace, spec, source);
   return pinned.ok ? pinned.pin : undefined;
 }

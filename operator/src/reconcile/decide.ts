@@ -34,7 +34,7 @@ import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
 import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
 import { effectiveSpecInput } from './run-template.ts';
-import { CONTINUE_FROM_RECHECK_MS, pinAfterAcceptance, pinContinueFrom } from './continue-from-pin.ts';
+import { pinAfterAcceptance, pinContinueFrom } from './continue-from-pin.ts';
 import { takenDownEndingMessage } from './unwritable-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
@@ -515,14 +515,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         refuse(builder, refusal);
         return done();
       }
-      // spec.continueFrom: the source as found now is the only one the run may start from.
+      // spec.continueFrom: the source as found now is the only one the run may start from, and
+      // only once it has finished (refused before admission, so it takes no slot).
       const continueFrom = pinContinueFrom(run.metadata.namespace, spec, observed.continueFromSource);
-      if (!continueFrom.ok && continueFrom.waits) {
-        // Before admission: a run waiting for its source holds no slot (admission.ts isWaiting).
-        const { reason, message } = continueFrom.refusal;
-        builder.phase('Pending', reason, message, { type: 'Normal', reason, message });
-        return done(CONTINUE_FROM_RECHECK_MS);
-      }
       if (!continueFrom.ok) {
         refuse(builder, continueFrom.refusal);
         return done();
@@ -593,7 +588,8 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   }
 
   // Accepted without the pin (recordAgentStart after a lost warm-claim write, or by an operator
-  // from before it): pinned now, before any answer is acted on.
+  // from before it): pinned now, before any answer is acted on, once its source has finished;
+  // until then separation of duties acts on no answer to it.
   if (!builder.status.continuedFrom) {
     const pin = pinAfterAcceptance(run.metadata.namespace, spec, observed.continueFromSource);
     if (pin) builder.status.continuedFrom = pin;

@@ -11,9 +11,10 @@
 // Pure.
 import { isTerminal, REASONS, type CodingRun, type CodingRunSpecInput, type Reason } from '../api/index.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
-import { CREATOR_ANNOTATION, USER_MAX } from './approval-answer.ts';
+import { CREATOR_ANNOTATION } from './approval-answer.ts';
 import { findCondition } from './conditions.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
+import { cutUserName } from './user-name.ts';
 
 export type EffectiveSpecInput =
   { ok: true; spec: CodingRunSpecInput; template?: string } | { ok: false; refusal: { reason: Reason; message: string } };
@@ -49,7 +50,9 @@ export function withTemplate(run: CodingRun, template: CodingRunTemplate | undef
   const { uid, resourceVersion } = template.metadata;
   // Its writer, as the run-owners policy makes the template name them: the approval policy
   // refuses their answers (separation of duties), reading this copy, which only the operator writes.
-  const writtenBy = template.metadata.annotations?.[CREATOR_ANNOTATION]?.slice(0, USER_MAX);
+  // Cut at code points, as the approver's name is read (user-name.ts).
+  const creator = template.metadata.annotations?.[CREATOR_ANNOTATION];
+  const writtenBy = creator === undefined ? undefined : cutUserName(creator);
   const recorded = {
     name,
     ...(uid ? { uid } : {}),

@@ -13,7 +13,8 @@
 // ServiceAccounts may be the run's author speaking through it, and is refused too (the chart's
 // policy refuses it alike: approval-policy.yaml). Pure.
 import type { CodingRun } from '../api/index.ts';
-import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, USER_MAX, type ApprovalAnswer } from './approval-answer.ts';
+import { APPROVER_ANNOTATION, CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, type ApprovalAnswer } from './approval-answer.ts';
+import { cutUserName, USER_NAME_MAX, userNameTooLong } from './user-name.ts';
 
 /** Why `answer` may not act on `run` under separation of duties, or undefined when it may. */
 export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer): string | undefined {
@@ -23,8 +24,17 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
       `Ignored the answer to approval ${answer.id}: it names no approver (annotation chamvi.dev/approver), and with separation of ` +
       "duties on, an answer must show it is not from the run's creator or its template's or source run's writer; answer with kubectl codingrun approve|deny"
     );
-  // Read as the approver's name is (readApprovalAnnotation keeps USER_MAX characters of it).
-  const named = (value: string | undefined) => value !== undefined && value.slice(0, USER_MAX) === user;
+  // The records hold names cut to USER_NAME_MAX code points, and a longer name, cut, could be
+  // a writer's or match nobody's: it is refused outright, as the chart's policy refuses it.
+  const written = run.metadata.annotations?.[APPROVER_ANNOTATION] ?? user;
+  if (userNameTooLong(written))
+    return (
+      `Ignored the answer to approval ${answer.id} by "${Array.from(user).slice(0, 64).join('')}...": separation of duties is on, and ` +
+      `the name is ${Array.from(written).length} characters long, over the ${USER_NAME_MAX} the operator records of the writers who may ` +
+      'not answer, so it cannot tell whether this is one of them; answer as a user with a shorter name'
+    );
+  // Cut as the records are (a creator annotation is kept whole on the run), so the two compare alike.
+  const named = (value: string | undefined) => value !== undefined && cutUserName(value) === user;
   const { namespace } = run.metadata;
   if (user.startsWith(serviceAccountPrefix(namespace)))
     return (

@@ -1,16 +1,17 @@
-// A run that continues another (spec.continueFrom) is accepted only once that run has finished:
-// who wrote what the source started from (its template, the runs it continued) is on the source
-// only once the source itself was accepted, and a follow-up applied with its source (GitOps) was
-// accepted first, recording the source's creator alone; the chain's first writer then approved it.
-// Until then the follow-up waits, Pending (ContinueFromNotFinished), and takes no sandbox slot
-// (reconcile/continue-from-pin.ts, decide.ts, admission.ts isWaiting, the reconciler's observe).
+// A run that continues another (spec.continueFrom) is accepted only from a finished source: who
+// wrote what the source started from (its template, the runs it continued) is on the source only
+// once the source itself was accepted, and a follow-up applied with its source (GitOps) could be
+// looked at first, recording the source's creator alone; the chain's first writer then approved
+// it. So a follow-up whose source has not finished is refused at acceptance, InvalidSpec, before
+// it takes a slot (reconcile/continue-from-pin.ts, decide.ts), and one accepted without the record
+// (a lost warm-claim write) is pinned only once its source has finished and was itself accepted;
+// until then no answer to it is acted on (separation-of-duties.ts).
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
+import type { CodingRun, CodingRunSpec, CodingRunStatus } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
-import { planQueue, queueHeads } from '../../operator/src/reconcile/admission.ts';
-import { CONTINUE_FROM_RECHECK_MS, observeContinueFromSource, type RunLookup } from '../../operator/src/reconcile/continue-from-pin.ts';
+import { observeContinueFromSource, pinAfterAcceptance, type RunLookup } from '../../operator/src/reconcile/continue-from-pin.ts';
 import { decide } from '../../operator/src/reconcile/decide.ts';
 import type { ObservedRun } from '../../operator/src/reconcile/observed-run.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
@@ -31,7 +32,7 @@ const accepted = [
 /** Ron's finished run `zero`. */
 const zero = codingRunFixture({
   metadata: { name: 'zero', uid: 'uid-zero', annotations: { 'chamvi.dev/created-by': 'ron' } },
-  status: { phase: 'Succeeded' },
+  status: { phase: 'Succeeded', conditions: accepted },
 });
 /** Vera's `first`, continuing `zero`, as it is at `status` (none: not looked at yet). */
 const first = (status?: CodingRunStatus) =>
@@ -59,7 +60,7 @@ const cacheOf = (...held: CodingRun[]): RunLookup => ({
   get: (namespace, name) => held.find((each) => each.metadata.namespace === namespace && each.metadata.name === name),
 });
 
-/** What the reconciler hands decide() for a run not accepted yet, without an admission: a run that asks for none. */
+/** What the reconciler hands decide() for a run not accepted yet, without an admission: a refused run asks for none. */
 const observeUnaccepted = (run: CodingRun, runs: RunLookup): ObservedRun => ({
   run,
   networkPolicyExists: false,
@@ -68,30 +69,53 @@ const observeUnaccepted = (run: CodingRun, runs: RunLookup): ObservedRun => ({
   ...observeContinueFromSource(run, runs),
 });
 
+const notFinished = (name: string, phase: string) =>
+  `spec.continueFrom names CodingRun ${name}, which has not finished (phase ${phase}); wait for it ` +
+  `(kubectl wait --for=condition=Reconciling=False crun/${name}) and create this run again.`;
+
 describe('a follow-up whose source has not finished', () => {
   it.each([
-    ['not looked at yet (no phase)', undefined, 'Pending'],
-    ['queued', { phase: 'Pending' as const, reason: 'Queued' }, 'Pending'],
-    ['running', { phase: 'Running' as const, conditions: accepted }, 'Running'],
-  ])('stays Pending, not accepted, naming the source it waits for, and asks for no slot: source %s', (_, status, shown) => {
-    const decision = decide(observeUnaccepted(second(), cacheOf(first(status), zero)), config, now);
-    expect(decision.actions).toEqual([]);
-    expect(decision.status).toMatchObject({
-      phase: 'Pending',
-      reason: 'ContinueFromNotFinished',
-      message: expect.stringContaining(`Waiting for CodingRun first, which spec.continueFrom names, to finish (it is ${shown})`),
-    });
-    expect(decision.status).not.toHaveProperty('continuedFrom');
-    expect(decision.status).not.toHaveProperty('admission');
-    expect(decision.status!.conditions?.find((condition) => condition.type === 'Accepted')?.status).not.toBe('True');
-    expect(decision.events).toEqual([expect.objectContaining({ type: 'Normal', reason: 'ContinueFromNotFinished' })]);
-    expect(decision.requeueAfterMs).toBe(CONTINUE_FROM_RECHECK_MS);
+    ['not looked at yet (no phase)', undefined, 'none yet'],
+    ['queued', { phase: 'Pending' as const, reason: 'Queued', conditions: accepted }, 'Pending'],
+    ['waiting for an approval', { phase: 'WaitingForApproval' as const, conditions: accepted }, 'WaitingForApproval'],
+  ])(
+    'is refused at acceptance, InvalidSpec, saying to wait for it and create the run again; no slot, no sandbox: source %s',
+    (_, status, shown) => {
+      const decision = decide(observeUnaccepted(second(), cacheOf(first(status), zero)), config, now);
+      expect(decision.actions).toEqual([]);
+      expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: notFinished('first', shown) });
+      expect(decision.status).not.toHaveProperty('continuedFrom');
+      expect(decision.status).not.toHaveProperty('admission');
+      expect(decision.status).not.toHaveProperty('podName');
+      expect(decision.status!.conditions?.find((condition) => condition.type === 'Accepted')).toMatchObject({
+        status: 'False',
+        reason: 'InvalidSpec',
+      });
+      // Refused for good: nothing looks at it again.
+      expect(decision.requeueAfterMs).toBeUndefined();
+    },
+  );
+
+  it('is refused when it names itself: it is its own source, and has not finished', () => {
+    const self = codingRunFixture({ metadata: { name: 'self', uid: 'uid-self' }, spec: { continueFrom: { name: 'self' } } });
+    const decision = decide(observeUnaccepted(self, cacheOf(self)), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: notFinished('self', 'none yet') });
+  });
+
+  it('ends a pair naming each other: the first looked at is refused, and neither waits', () => {
+    const a = codingRunFixture({ metadata: { name: 'a', uid: 'uid-a' }, spec: { continueFrom: { name: 'b' } } });
+    const b = codingRunFixture({ metadata: { name: 'b', uid: 'uid-b' }, spec: { continueFrom: { name: 'a' } } });
+    const decidedA = decide(observeUnaccepted(a, cacheOf(a, b)), config, now);
+    expect(decidedA.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: notFinished('b', 'none yet') });
+    // b then names a run that ended refused: pinned, and the prepare job refuses it (no commit), as any such source.
+    const refusedA = { ...a, status: decidedA.status! };
+    const decidedB = decide({ ...observeUnaccepted(b, cacheOf(refusedA, b)), admission: { admit: true, sequence: 1 } }, config, now);
+    expect(decidedB.status).toMatchObject({ phase: 'Provisioning', continuedFrom: { name: 'a', uid: 'uid-a' } });
   });
 
   it("is accepted once the source has finished, recording the writers the source's own acceptance recorded: the chain's first writer may not approve", () => {
-    const waited = decide(observeUnaccepted(second(), cacheOf(first(), zero)), config, now);
     const decision = decide(
-      { ...observeUnaccepted(second(waited.status), cacheOf(firstFinished(), zero)), admission: { admit: true, sequence: 1 } },
+      { ...observeUnaccepted(second(), cacheOf(firstFinished(), zero)), admission: { admit: true, sequence: 1 } },
       config,
       now,
     );
@@ -101,29 +125,6 @@ describe('a follow-up whose source has not finished', () => {
     });
     const answer = { id: 's1-c1', decision: 'approve' as const, sha256: 'a'.repeat(64), user: 'ron' };
     expect(separationOfDutiesRefusal({ ...second(), status: decision.status! }, answer)).toMatch(/"ron" wrote the task of CodingRun first/);
-  });
-
-  it('is pinned to a source that ended refused (no commit), and the prepare job refuses that source, as before', () => {
-    const refused = first({ phase: 'Failed', reason: 'InvalidSpec' });
-    const decision = decide(
-      { ...observeUnaccepted(second(), cacheOf(refused, zero)), admission: { admit: true, sequence: 1 } },
-      config,
-      now,
-    );
-    expect(decision.status).toMatchObject({
-      phase: 'Provisioning',
-      continuedFrom: { name: 'first', uid: 'uid-first', writtenBy: ['vera'] },
-    });
-  });
-});
-
-describe('admission: a follow-up waiting for its source holds no slot', () => {
-  it("is no queue's head and is granted no slot; the run behind it is", () => {
-    const waiting = second({ phase: 'Pending', reason: 'ContinueFromNotFinished' });
-    const behind = codingRunFixture({ metadata: { name: 'later', uid: 'uid-later', creationTimestamp: '2026-11-29T11:59:30Z' } });
-    expect(queueHeads([waiting, behind], new Set()).map((run) => run.metadata.name)).toEqual(['later']);
-    const plan = planQueue([waiting, behind], { maxActiveRuns: 1, admittedLocally: new Set() });
-    expect(plan.grants.map((grant) => grant.name)).toEqual(['later']);
   });
 });
 
@@ -166,14 +167,25 @@ function reconcilerOf(...held: CodingRun[]) {
 }
 
 describe('the reconciler: a follow-up applied together with its source', () => {
-  it('waits without a pod or an admission while the source runs, and is accepted with the whole chain once it has finished', async () => {
-    const { reconciler, runs, statuses, created } = reconcilerOf(second(), first({ phase: 'Running', conditions: accepted }), zero);
+  it('refuses it while the source runs, with no pod and no admission', async () => {
+    const { reconciler, statuses, created } = reconcilerOf(second(), first({ phase: 'Running', conditions: accepted }), zero);
     await reconciler.reconcile('agents/second');
     expect(created).toEqual([]);
-    expect(statuses.at(-1)).toMatchObject({ phase: 'Pending', reason: 'ContinueFromNotFinished' });
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: notFinished('first', 'Running') });
     expect(statuses.at(-1)).not.toHaveProperty('admission');
     expect(statuses.at(-1)).not.toHaveProperty('continuedFrom');
-    runs.put(firstFinished());
+  });
+
+  it('refuses a run naming itself', async () => {
+    const self = codingRunFixture({ metadata: { name: 'self', uid: 'uid-self' }, spec: { continueFrom: { name: 'self' } } });
+    const { reconciler, statuses, created } = reconcilerOf(self);
+    await reconciler.reconcile('agents/self');
+    expect(created).toEqual([]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: notFinished('self', 'none yet') });
+  });
+
+  it('accepts it, with the whole chain, when the source has finished', async () => {
+    const { reconciler, statuses, created } = reconcilerOf(second(), firstFinished(), zero);
     await reconciler.reconcile('agents/second');
     expect(created).toEqual([sandboxPodName(second())]);
     expect(statuses.at(-1)).toMatchObject({
@@ -183,9 +195,29 @@ describe('the reconciler: a follow-up applied together with its source', () => {
   });
 });
 
+describe('pinAfterAcceptance: the record of a run accepted without it', () => {
+  const spec = { continueFrom: { name: 'first' } } as CodingRunSpec;
+  const pinOf = (source: CodingRun) =>
+    pinAfterAcceptance('agents', spec, observeContinueFromSource(second(), cacheOf(source, zero)).continueFromSource);
+
+  it.each([
+    ['running', first({ phase: 'Running', conditions: accepted })],
+    ['not looked at yet', first()],
+    // Made from a template by mallory: not accepted, so the template's writer is not on it yet.
+    ['never accepted, still pending', first({ phase: 'Pending', reason: 'Queued' })],
+    ['never accepted, ended refused', first({ phase: 'Failed', reason: 'InvalidSpec' })],
+  ])('pins nothing from a source %s: its writers are not all known', (_, source) => {
+    expect(pinOf(source)).toBeUndefined();
+  });
+
+  it('pins a finished source that was accepted, with all its writers', () => {
+    expect(pinOf(firstFinished())).toEqual({ name: 'first', uid: 'uid-first', writtenBy: ['vera', 'ron'] });
+  });
+});
+
 // The warm-pool path accepts a run in the write that also makes it Running; when that write met a
 // conflict, the workers' Running landed first, and the next decision set Accepted=True
-// (recordAgentStart) without status.continuedFrom: the source's writers could approve.
+// (recordAgentStart) without status.continuedFrom.
 describe('a started run accepted without its pin', () => {
   const input = '{"command":"make"}';
   const sod = { ...config, approvalSeparationOfDuties: true };
@@ -214,7 +246,25 @@ describe('a started run accepted without its pin', () => {
     ...observeContinueFromSource(run, runs),
   });
 
-  it('is pinned by the next decision, in whatever phase, and the source’s writers’ answers are ignored in that same decision', () => {
+  it('stays unpinned while its source has not finished, and acts on no answer meanwhile, a writer’s or anyone’s', () => {
+    for (const approver of ['ron', 'bob']) {
+      const decision = decide(
+        observeStarted(started(approver), cacheOf(first({ phase: 'Running', conditions: accepted }), zero)),
+        sod,
+        now,
+      );
+      expect(decision.status).not.toHaveProperty('continuedFrom');
+      expect(decision.actions.map((action) => action.type)).not.toContain('resumeAgent');
+      expect(decision.events).toEqual([
+        expect.objectContaining({
+          reason: 'ApprovalIgnored',
+          message: expect.stringMatching(/whose writers the operator has not recorded/),
+        }),
+      ]);
+    }
+  });
+
+  it('is pinned by the next decision once the source has finished, and the source’s writers’ answers are ignored in that same decision', () => {
     const decision = decide(observeStarted(started('ron'), cacheOf(firstFinished(), zero)), sod, now);
     expect(decision.status).toMatchObject({
       phase: 'WaitingForApproval',
