@@ -58,19 +58,26 @@ describe("the toolbox's own helpers are never the repository's", () => {
     expect(ran()).toBe('');
   });
 
-  it("git_diff does not read a .gitconfig in the run's HOME, nor the run's GIT_* settings", async () => {
+  it("git_diff does not read a .gitconfig in the run's HOME", async () => {
     // A textconv the repository's files would name, and its config in a HOME in the workspace.
     workspace.write({
       '.gitattributes': '*.txt diff=shout\n',
       '.gitconfig': `[diff "shout"]\n\ttextconv = "sh -c 'echo textconv >> ${marker}; cat \\"$0\\"'"\n`,
     });
+    const diff = resultOf<{ diff: string }>(await callTool(workspace, 'git_diff', {}, { env: { ...process.env, HOME: workspace.root } }));
+    expect(diff.diff).toContain('+needle changed');
+    expect(ran()).toBe('');
+  });
+
+  it("git_diff does not take the run's GIT_* settings", async () => {
+    // The same textconv, given through GIT_CONFIG_* (git_diff's --no-ext-diff would ignore an
+    // external diff whatever the environment, so a textconv is what shows the settings read).
+    workspace.write({ '.gitattributes': '*.txt diff=shout\n' });
     const env = {
       ...process.env,
-      HOME: workspace.root,
       GIT_CONFIG_COUNT: '1',
-      GIT_CONFIG_KEY_0: 'diff.external',
-      GIT_CONFIG_VALUE_0: `sh -c 'echo external >> ${marker}'`,
-      GIT_EXTERNAL_DIFF: `${workspace.root}/.venv/bin/git`,
+      GIT_CONFIG_KEY_0: 'diff.shout.textconv',
+      GIT_CONFIG_VALUE_0: `sh -c 'echo gitenv >> ${marker}; cat "$0"'`,
     };
     const diff = resultOf<{ diff: string }>(await callTool(workspace, 'git_diff', {}, { env }));
     expect(diff.diff).toContain('+needle changed');
