@@ -21,6 +21,7 @@ import { stopLeftoverProcesses } from './leftover-processes.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
 import { releasedEnvironment } from './contract/held-environment.ts';
 import { findHelper } from './helper-programs.ts';
+import { operatorShellEnvironment } from './operator-shell-environment.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { type CommandLog, outputHoldersAfter } from './output-holders.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
@@ -82,7 +83,7 @@ export function bashStateFile(context: ToolboxContext): string {
 
 export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>): Promise<BashResult | BashJobResult> {
   // The shell itself is found outside the workspace (helper-programs.ts); the model's commands
-  // in it keep the run's PATH and HOME.
+  // in it keep the run's PATH and HOME, the operator's own do not (operator-shell-environment.ts).
   const shell = findHelper(context, 'bash');
   if (!shell) throw new ToolboxError('IO_ERROR', 'bash is not installed in this sandbox');
   if (input.command.length > COMMAND_MAX_CHARS) {
@@ -90,7 +91,8 @@ export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>)
   }
   const cwd = input.cwd === undefined ? '' : await guardCwd(context, input.cwd);
   await mkdir(path.join(context.home, 'bash'), { recursive: true });
-  if (context.cleanShell && input.background) throw new ToolboxError('INVALID_INPUT', 'A clean shell runs in the foreground only');
+  if ((context.cleanShell || context.operatorEnvironment) && input.background)
+    throw new ToolboxError('INVALID_INPUT', 'A clean shell runs in the foreground only');
   // The operator's check: nothing the model left running may touch the workspace meanwhile.
   // Not the diff snapshot ('keep-jobs'), taken after every step: background jobs outlive steps.
   if (context.cleanShell === true) await stopLeftoverProcesses(context);
@@ -113,15 +115,19 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const logFiles = await Promise.all([logFile(stdoutHandle, stdoutLog), logFile(stderrHandle, stderrLog)]);
   const started = performance.now();
   // A clean shell (the operator's verification) neither reads nor writes the session's state:
-  // the model writes that file (it is sourced shell), so a check run after it must not.
-  const stateFile = context.cleanShell ? '' : bashStateFile(context);
+  // the model writes that file (it is sourced shell), so a check run after it must not. Nor does
+  // an operator's own command: the state's exports (PATH, HOME) would undo its environment.
+  const fresh = Boolean(context.cleanShell || context.operatorEnvironment);
+  const stateFile = fresh ? '' : bashStateFile(context);
 
-  const child = spawn(shell, ['-c', BASH_PRELUDE, 'chamvi', stateFile, context.realRoot, cwd, context.cleanShell ? '' : 'save', command], {
+  const child = spawn(shell, ['-c', BASH_PRELUDE, 'chamvi', stateFile, context.realRoot, cwd, fresh ? '' : 'save', command], {
     cwd: context.realRoot,
     detached: true, // its own process group, so a kill reaches everything it started
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
     // The run's variables the pod held back from the toolbox are the model's (contract/held-environment.ts).
-    env: { ...releasedEnvironment(process.env), ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
+    env: context.operatorEnvironment
+      ? operatorShellEnvironment(context)
+      : { ...releasedEnvironment(process.env), ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
   });
   // Read before anything yields to the event loop, which would reap a command that already exited.
   const commandStartTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);

@@ -36,8 +36,12 @@ export async function serve(context: ToolboxContext, input: NodeJS.ReadableStrea
       track(importing.answered);
       return 'stop'; // the bytes after this line are the archive's frames
     }
-    const { id, tool, input: toolInput, callId, protect, clean } = reading.request;
-    track(dispatch(context, tool, toolInput, callId, { protect, clean }).then((response) => writeResponse(output, id, response)));
+    const { id, tool, input: toolInput, callId, protect, clean, operatorEnvironment } = reading.request;
+    track(
+      dispatch(context, tool, toolInput, callId, { protect, clean, operatorEnvironment }).then((response) =>
+        writeResponse(output, id, response),
+      ),
+    );
     return undefined;
   };
 

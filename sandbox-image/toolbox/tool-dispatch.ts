@@ -52,7 +52,7 @@ export function parseRequest(line: string): RequestLine {
 }
 
 /** What a request line carries besides the tool and its input (the operator's, never the model's). */
-export type RequestOptions = Pick<RequestLine, 'protect' | 'clean'>;
+export type RequestOptions = Pick<RequestLine, 'protect' | 'clean' | 'operatorEnvironment'>;
 
 /** Runs one request; a mutating call with a callId runs once, its repeats answered from the call journal. */
 export function dispatch(
@@ -74,6 +74,7 @@ export function dispatch(
     ...context,
     ...(isProtected ? { isProtected } : {}),
     ...(options.clean && tool === 'bash' ? { cleanShell: options.clean } : {}),
+    ...(options.operatorEnvironment && tool === 'bash' ? { operatorEnvironment: true } : {}),
   };
   // The journal's own failures (its lock, a repeat waiting too long) are tool errors too.
   return journaled(context.home, { tool, input, callId }, () => runTool(requestContext, tool, input)).catch(errorResponse);

@@ -25,6 +25,11 @@ export interface ToolboxContext {
    * stopping what the model left running, 'keep-jobs' (the diff snapshot) leaving it running.
    */
   cleanShell?: CleanShell;
+  /**
+   * This request's bash is the operator's own command: it runs in the toolbox's environment,
+   * not the run's (operator-shell-environment.ts), and without the session's state.
+   */
+  operatorEnvironment?: true;
 }
 
 export interface ContextOptions {

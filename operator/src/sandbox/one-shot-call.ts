@@ -43,7 +43,14 @@ export async function callInNewProcess(
   const answer = readOneResponse(child, options);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
   child.stdin.end(
-    encodeRequest({ tool: request.tool, input: request.input, callId: request.callId, protect: request.protect, clean: request.clean }),
+    encodeRequest({
+      tool: request.tool,
+      input: request.input,
+      callId: request.callId,
+      protect: request.protect,
+      clean: request.clean,
+      operatorEnvironment: request.operatorEnvironment,
+    }),
   );
   try {
     return await withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());

@@ -24,6 +24,12 @@ export interface ToolRequest {
    * it running (protocol.ts's CleanShell says why the wire keeps `clean: true` for both).
    */
   clean?: boolean | CleanShell;
+  /**
+   * bash only: the operator's own command (prepare's import check, the diff take), run in the
+   * toolbox's own environment, not the run's: no workspace directory on PATH, no HOME, no GIT_*
+   * (protocol.ts's RequestLine). Never set for the model's calls, which carry its input only.
+   */
+  operatorEnvironment?: boolean;
 }
 
 export interface ImportOptions {

@@ -162,6 +162,7 @@ export class ServeSession {
       callId: request.callId,
       protect: request.protect,
       clean: request.clean,
+      operatorEnvironment: request.operatorEnvironment,
     });
     // The deadline first: a call whose signal has already aborted is given up on now, and so
     // never written (writeInTurn).

@@ -6,7 +6,7 @@ import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/cont
 import { GUIDANCE_PROMPT_MAX_BYTES, guidanceSection, guidanceTokensFor } from '../agent/repository-guidance.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
 import { timing } from '../reconcile/run-timings.ts';
-import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { Sandbox, ToolRequest } from '../sandbox/sandbox.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from '../reconcile/cut-at-line.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
@@ -25,6 +25,18 @@ const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 const ANSWER_GRACE_MS = 60_000;
 /** The check that the workspace holds the clone: its command's own timeout. */
 const CHECK_TIMEOUT_MS = 60_000;
+
+/**
+ * The check that the import landed: the workspace has a HEAD. Run before any approval, so in the
+ * toolbox's own environment (operatorEnvironment): with the run's PATH it ran a git the
+ * repository committed (/workspace/.venv/bin/git).
+ */
+export const IMPORT_CHECK: ToolRequest = {
+  tool: 'bash',
+  input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: CHECK_TIMEOUT_MS },
+  operatorEnvironment: true,
+};
+
 /**
  * The clone's own bounds before its archive exists (git-clone.ts: the remote asked, 60 s; the
  * fetch, the measure of its tree and the checkout, 300 s each), with room for the tar.
@@ -192,10 +204,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     await opening;
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
     // show only later as an agent that finds no files. A failure here is retried.
-    const check = await sandbox.call(
-      { tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: CHECK_TIMEOUT_MS } },
-      { timeoutMs: CHECK_TIMEOUT_MS + ANSWER_GRACE_MS },
-    );
+    const check = await sandbox.call(IMPORT_CHECK, { timeoutMs: CHECK_TIMEOUT_MS + ANSWER_GRACE_MS });
     if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }

@@ -216,8 +216,12 @@ export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, 
   // change files (diff-snapshot.ts), and the model's background jobs (a dev server) outlive
   // steps. Finalize's take sweeps them (the model is done; a daemon left running would outlast a
   // days-long wait for the publish approval), as the verify check does (verify-work.ts).
+  // In the toolbox's own environment, not the run's (operatorEnvironment): the take runs after
+  // every step, whatever the run gates, and the run's PATH (/workspace/.venv/bin first) ran the
+  // repository's git for it, its HOME=/workspace a .gitconfig the model wrote (a clean filter
+  // the add ran). The command's own GIT_INDEX_FILE and -c settings are set inside it.
   const response = await sandbox.call(
-    { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(callOptions.timeoutMs) }, clean },
+    { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(callOptions.timeoutMs) }, clean, operatorEnvironment: true },
     callOptions,
   );
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);

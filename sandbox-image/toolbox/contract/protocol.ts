@@ -44,6 +44,14 @@ export interface RequestLine {
    * 'keep-jobs' (the diff snapshot) leaves it running: background jobs outlive steps.
    */
   clean?: CleanShell;
+  /**
+   * bash only, operator only: the operator's own command (prepare's import check, the diff
+   * take), started in the toolbox's own environment rather than the run's: PATH only its trusted
+   * directories, no HOME, no GIT_* or XDG_CONFIG_HOME, no held variable given back, and no
+   * session state (operator-shell-environment.ts). A toolbox older than it ignores the field
+   * and runs the command as it always did.
+   */
+  operatorEnvironment?: true;
 }
 
 /**
@@ -70,14 +78,16 @@ export function encodeRequest(request: {
   callId?: string | undefined;
   protect?: readonly string[] | undefined;
   clean?: boolean | CleanShell | undefined;
+  operatorEnvironment?: boolean | undefined;
 }): string {
-  const { protect, clean, ...rest } = request;
+  const { protect, clean, operatorEnvironment, ...rest } = request;
   // Absent rather than empty, so a run without spec.verify sends the lines it always sent.
   return `${JSON.stringify({
     ...rest,
     ...(protect && protect.length > 0 ? { protect } : {}),
     ...(clean ? { clean: true } : {}),
     ...(clean === 'keep-jobs' ? { keepJobs: true } : {}),
+    ...(operatorEnvironment ? { operatorEnvironment: true } : {}),
   })}\n`;
 }
 
@@ -91,7 +101,7 @@ export function decodeRequest(line: string): RequestReading {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { kind: 'invalid', message: 'request must be a JSON object' };
-  const { id, tool, input, callId, protect, clean, keepJobs } = value as Record<string, unknown>;
+  const { id, tool, input, callId, protect, clean, keepJobs, operatorEnvironment } = value as Record<string, unknown>;
   if ('import' in value) return decodeImportRequest(id, (value as { import: unknown }).import);
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
   const request: RequestLine = { id, tool, input: input ?? {} };
@@ -113,6 +123,10 @@ export function decodeRequest(line: string): RequestReading {
     if (typeof keepJobs !== 'boolean') return { kind: 'invalid', message: 'keepJobs must be a boolean' };
     // Only a clean shell sweeps, so keepJobs means nothing without one.
     if (keepJobs && request.clean) request.clean = 'keep-jobs';
+  }
+  if (operatorEnvironment !== undefined) {
+    if (typeof operatorEnvironment !== 'boolean') return { kind: 'invalid', message: 'operatorEnvironment must be a boolean' };
+    if (operatorEnvironment) request.operatorEnvironment = true;
   }
   return { kind: 'request', request };
 }
