@@ -99,7 +99,11 @@ it('queues no command while Redis is down, however many checks and scrapes come,
   const metrics = new OperatorMetrics({ defaultMetrics: false, queueDepth: () => runtime.queueDepth(), queueDepthTimeoutMs: 200 });
   await until(async () => ((await runtime.checkRedis()) === undefined ? true : undefined), 'Redis to be ready');
   await first.stop();
-  await until(() => runtime.checkRedis(), 'the check to see Redis gone');
+  // A check made before ioredis has seen the socket close still finds it ready and sends its
+  // PING; that one waits out its second and ioredis sends it again once Redis is back (its
+  // autoResendUnfulfilledCommands). Counted here, so the PINGs expected below are exact.
+  const seenGone = await until(() => runtime.checkRedis(), 'the check to see Redis gone');
+  const sentBeforeTheClose = /no answer from Redis within/.test(seenGone) ? 1 : 0;
 
   const checks = await Promise.all(Array.from({ length: 10_000 }, () => runtime.checkRedis()));
   expect(checks.every((problem) => typeof problem === 'string' && /redis/.test(problem))).toBe(true);
@@ -116,7 +120,7 @@ it('queues no command while Redis is down, however many checks and scrapes come,
   // Long enough for a queued backlog to be sent and run.
   await new Promise((resolve) => setTimeout(resolve, 500));
   const calls = await commandsByName(observer);
-  expect(calls.get('ping') ?? 0, 'PINGs: the one check that found Redis back').toBe(1);
+  expect(calls.get('ping') ?? 0, 'PINGs: the one check that found Redis back, and one sent as it went').toBe(1 + sentBeforeTheClose);
   // The worker's own scripts on reconnect are a handful; a counting script per scrape was a thousand.
   expect(calls.get('evalsha') ?? 0, 'scripts run').toBeLessThan(100);
 }, 60_000);
