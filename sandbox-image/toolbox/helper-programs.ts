@@ -17,6 +17,7 @@
 // The model's bash keeps the run's PATH and HOME: what the model runs is the model's business.
 import { accessSync, constants, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { NO_HOME } from './contract/no-home.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 
 /** The programs the tools run; bash is the model's shell, the others the tools' own helpers. */
@@ -69,9 +70,6 @@ export function trustedDirectories(context: Places, searchPath: string): string[
 function isUntrusted(context: Places, realPath: string): boolean {
   return [context.realRoot, context.home].some((place) => realPath === place || realPath.startsWith(`${place}${path.sep}`));
 }
-
-/** git's HOME: a directory that does not exist, so no ~/.gitconfig, ~/.config/git/attributes or ignore file is read. */
-export const NO_HOME = '/nonexistent';
 
 /**
  * The toolbox's own git reads no configuration but the repository's, and takes no setting from

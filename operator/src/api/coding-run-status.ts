@@ -291,6 +291,13 @@ export const admissionStatus = z
   .describe('When the run left the queue for a sandbox slot; namespaces take turns, from the one after the last admitted run.');
 
 /**
+ * Longest user name recorded (status.template.writtenBy, status.continuedFrom.writtenBy), in code
+ * points as the CRD's maxLength counts them; reconcile/user-name.ts cuts names to it, so what the
+ * operator writes always fits. Here and not there because api/ imports nothing above it.
+ */
+export const USER_NAME_MAX = 512;
+
+/**
  * spec.templateRef: the template as the operator read it when it accepted the run. The run's
  * effective spec is this spec with the run's own fields laid over it (reconcile/run-template.ts),
  * for the operator, its workers and the egress proxy alike; a later edit of the template
@@ -304,7 +311,7 @@ export const templateStatus = z
     resourceVersion: z.string().max(64).optional().describe('Its resourceVersion when it was read: the version the run runs.'),
     writtenBy: z
       .string()
-      .max(512)
+      .max(USER_NAME_MAX)
       .optional()
       .describe(
         "Who last wrote the template's spec (its chamvi.dev/created-by) when it was read. With separation of duties, they may not " +
@@ -322,8 +329,6 @@ export const templateStatus = z
 
 /** Most writers status.continuedFrom.writtenBy names: a longer chain of continued runs is refused at acceptance. */
 export const CONTINUED_FROM_WRITERS_MAX = 16;
-/** Longest user name recorded (reconcile/user-name.ts USER_NAME_MAX, as status.template.writtenBy). */
-const USER_NAME_MAX = 512;
 
 /**
  * spec.continueFrom, pinned when the operator accepted the run (reconcile/continue-from-pin.ts):

@@ -14,7 +14,7 @@
 // policy refuses it alike: approval-policy.yaml). Pure.
 import type { CodingRun } from '../api/index.ts';
 import { APPROVER_ANNOTATION, CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, type ApprovalAnswer } from './approval-answer.ts';
-import { cutUserName, USER_NAME_MAX, userNameTooLong } from './user-name.ts';
+import { cutUserName, quotedUserName, USER_NAME_MAX, userNameLength, userNameTooLong } from './user-name.ts';
 
 /** Why `answer` may not act on `run` under separation of duties, or undefined when it may. */
 export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer): string | undefined {
@@ -29,8 +29,8 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
   const written = run.metadata.annotations?.[APPROVER_ANNOTATION] ?? user;
   if (userNameTooLong(written))
     return (
-      `Ignored the answer to approval ${answer.id} by "${Array.from(user).slice(0, 64).join('')}...": separation of duties is on, and ` +
-      `the name is ${Array.from(written).length} characters long, over the ${USER_NAME_MAX} the operator records of the writers who may ` +
+      `Ignored the answer to approval ${answer.id} by "${quotedUserName(user)}...": separation of duties is on, and ` +
+      `the name is ${userNameLength(written)} characters long, over the ${USER_NAME_MAX} the operator records of the writers who may ` +
       'not answer, so it cannot tell whether this is one of them; answer as a user with a shorter name'
     );
   // Cut as the records are (a creator annotation is kept whole on the run), so the two compare alike.

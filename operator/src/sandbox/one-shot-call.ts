@@ -15,11 +15,12 @@ import { RunFailure } from '../api/run-failure.ts';
 import { settlesWithin } from '../settles-within.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
-import { encodeRequest, LineSplitter, type ToolboxCommand } from '../../../sandbox-image/toolbox/contract/protocol.ts';
+import { LineSplitter, type ToolboxCommand } from '../../../sandbox-image/toolbox/contract/protocol.ts';
 import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
+import { toolRequestLine } from './tool-request-line.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
 import { type UnfinishedLineLimits, UnfinishedLineWatch } from './unfinished-line-watch.ts';
 
@@ -42,16 +43,7 @@ export async function callInNewProcess(
   const child = await startOrFail(transport, 'call');
   const answer = readOneResponse(child, options);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
-  child.stdin.end(
-    encodeRequest({
-      tool: request.tool,
-      input: request.input,
-      callId: request.callId,
-      protect: request.protect,
-      clean: request.clean,
-      operatorEnvironment: request.operatorEnvironment,
-    }),
-  );
+  child.stdin.end(toolRequestLine(request));
   try {
     return await withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());
   } finally {

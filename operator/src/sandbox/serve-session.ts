@@ -34,7 +34,6 @@ import { withDeadline } from './call-deadline.ts';
 import {
   encodeFrameHeader,
   encodeImportRequest,
-  encodeRequest,
   idFromLinePrefix,
   IMPORT_FRAME_MAX_BYTES,
   IMPORT_LAST_FRAME,
@@ -45,6 +44,7 @@ import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
+import { toolRequestLine } from './tool-request-line.ts';
 import type { ToolboxProcess } from './toolbox-transport.ts';
 import { type UnfinishedLineLimits, UnfinishedLineWatch } from './unfinished-line-watch.ts';
 
@@ -155,15 +155,7 @@ export class ServeSession {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
     const answer = new Promise<ToolResponse>((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    const line = encodeRequest({
-      id,
-      tool: request.tool,
-      input: request.input,
-      callId: request.callId,
-      protect: request.protect,
-      clean: request.clean,
-      operatorEnvironment: request.operatorEnvironment,
-    });
+    const line = toolRequestLine(request, id);
     // The deadline first: a call whose signal has already aborted is given up on now, and so
     // never written (writeInTurn).
     let unwritten = false;

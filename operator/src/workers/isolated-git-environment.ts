@@ -10,10 +10,8 @@
 // - git never asks on a terminal.
 // Callers add what their git needs (a HOME for the askpass, GIT_DIR, the allowed protocol) on
 // top; a new git call starts here, so it cannot miss one of these.
+import { NO_HOME } from '../../../sandbox-image/toolbox/contract/no-home.ts';
 import { absolutePath } from './absolute-path.ts';
-
-/** git's HOME when it needs none: a directory that does not exist. */
-export const NO_HOME = '/nonexistent';
 
 /** The base environment of the workers' git, from the operator's own `env` (its PATH only). */
 export function isolatedGitEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
