@@ -933,6 +933,81 @@ describe('WarmPoolLoop', () => {
     expect(deletes.inFlight).toBe(0);
   });
 
+  /** A pod of a pool the config no longer has (`warmPools: []`), left by the previous leader: idle, it changes no more. */
+  const leftover = (): V1Pod => ({
+    metadata: { name: 'gone-warm-x', namespace: 'team', uid: 'uid-gone', resourceVersion: '5', labels: { [WARM_POOL_LABEL]: 'gone' } },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  });
+
+  it('deletes the pods of a pool no longer configured once started with no pools, though the pod watch poked only while unlisted', async () => {
+    let listed = false;
+    const { pods, asked, deleted, loop } = world({ pools: [], listed: () => listed });
+    try {
+      // The pod informer's first list pokes for each pool pod, before the namespace counts as listed.
+      pods.push(leftover());
+      loop.poke();
+      await loop.settled();
+      expect(asked).toEqual([]);
+      // Every cache has listed: the controller starts the loop. The idle pod brings no later event.
+      listed = true;
+      loop.start();
+      await loop.settled();
+      expect(deleted).toEqual(['gone-warm-x']);
+    } finally {
+      loop.stop();
+    }
+  });
+
+  it('asks again for the delete of a pod no pool wants that failed, with no pools: after 2 s, then 4 s, not before', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    const { pods, asked, deleted, loop, failNextDelete } = world({ pools: [] });
+    try {
+      pods.push(leftover());
+      failNextDelete(503, 'the server is currently unable to handle the request');
+      loop.poke();
+      await loop.settled();
+      expect(asked).toEqual(['gone-warm-x']);
+      failNextDelete(429, 'Too many requests');
+      await vi.advanceTimersByTimeAsync(1_999);
+      expect(asked, 'no pass at once after a failed delete').toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      await loop.settled();
+      expect(asked).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(3_999);
+      expect(asked).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(1);
+      await loop.settled();
+      expect(deleted).toEqual(['gone-warm-x']);
+      // The watch brings the deletion: nothing is left, and no pass is asked for any more.
+      pods.splice(0);
+      await vi.advanceTimersByTimeAsync(8_000);
+      await loop.settled();
+      expect(vi.getTimerCount()).toBe(0);
+      expect(asked).toHaveLength(3);
+    } finally {
+      loop.stop();
+      vi.useRealTimers();
+    }
+  });
+
+  it('passes again after a pass during which it was poked, with no resync timer', async () => {
+    let answer: (() => void) | undefined;
+    const { sessions, loop } = world({
+      createAnswered: () => (answer ? Promise.resolve() : new Promise<void>((resolve) => (answer = resolve))),
+    });
+    try {
+      loop.poke();
+      while (!answer) await new Promise((resolve) => setTimeout(resolve, 0));
+      // A pod event during the pass: the only one that pod will bring.
+      loop.poke();
+      answer();
+      await loop.settled();
+      expect(sessions.kept, 'one pass for the first poke, one for the poke during it').toHaveLength(2);
+    } finally {
+      loop.stop();
+    }
+  });
+
   it('stays stopped when started after stop() (the lease lost while the caches filled): no timer, no pod', async () => {
     const { created, loop } = world();
     loop.stop();

@@ -64,6 +64,8 @@ const EXPECTATION_TTL_MS = 30_000;
 const CHANGES_NAMED = 8;
 /** Deletes of unwanted pods in flight at once: a pass's share of them takes a few round trips, not one each. */
 const UNWANTED_DELETES_AT_ONCE = 8;
+/** followUp's one key in its FailureBackoff. */
+const FOLLOW_UP_KEY = 'unwanted';
 
 export interface WarmPoolLogger {
   info(fields: object, message: string): void;
@@ -141,7 +143,16 @@ export class WarmPoolLoop {
   private unwantedServedLast: string | undefined;
   /** Unwanted pods the last pass left for later (over its limits): the next pass runs at once. */
   private unwantedLeft = 0;
+  /**
+   * Pods with a pool's label that no pool wants, as the last pass's deleteUnwanted saw them: those
+   * asked to be deleted and still shown, those whose delete failed or waits, and those in a
+   * namespace that has not listed. followUp passes again while there are any.
+   */
+  private unwantedShown = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** The pass followUp asked for; the backoff of those in a row. */
+  private followUpTimer: NodeJS.Timeout | undefined;
+  private readonly followUps = new FailureBackoff();
   private running: Promise<void> | undefined;
   private again = false;
   /** Closed by stop(): a pass in progress writes nothing after it. */
@@ -181,10 +192,12 @@ export class WarmPoolLoop {
   start(): void {
     // A stopped loop stays stopped: its timer would never be cleared.
     if (this.stopped) return;
-    // Without pools no timer: a pod of a pool taken out of the config pokes the loop as the
-    // pod watch lists it, and that pass deletes it.
-    if (this.deps.config.warmPools.length === 0) return;
+    // A pass now, pools or not: the pod watch's pokes for the pods of a pool taken out of the
+    // config came while their namespace had not listed (the informer's first list), and those
+    // passes left them alone. Without pools no timer: passes come from pod events, and from
+    // followUp while such pods remain.
     this.poke();
+    if (this.deps.config.warmPools.length === 0) return;
     this.timer = setInterval(() => this.poke(), POOL_RESYNC_MS);
     this.timer.unref();
   }
@@ -195,6 +208,8 @@ export class WarmPoolLoop {
     this.gate.close();
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    if (this.followUpTimer) clearTimeout(this.followUpTimer);
+    this.followUpTimer = undefined;
     this.deps.sessions?.closeAll();
   }
 
@@ -224,11 +239,32 @@ export class WarmPoolLoop {
       )
       .finally(() => {
         this.running = undefined;
-        if ((this.again && this.timer) || this.unwantedLeft > 0) {
+        // A poke during the pass may be the pod event nothing repeats (an idle pod changes no more).
+        if (this.again || this.unwantedLeft > 0) {
           this.again = false;
           this.poke();
-        }
+        } else this.followUp();
       });
+  }
+
+  /**
+   * Without the resync timer (no pools), a pass later while pods with a pool's label that no
+   * pool wants are still shown: a delete that failed (a 5xx, a 429), one asked whose deletion
+   * the watch has not brought, a namespace that has not listed. An idle pod brings no event
+   * that would poke. 2 s after the first, doubling, at most 5 min (FailureBackoff), until none is.
+   */
+  private followUp(): void {
+    if (this.stopped || this.timer || this.followUpTimer) return;
+    if (this.unwantedShown === 0) {
+      this.followUps.clear(FOLLOW_UP_KEY);
+      return;
+    }
+    const delayMs = this.followUps.fail(FOLLOW_UP_KEY, this.deps.now?.() ?? Date.now());
+    this.followUpTimer = setTimeout(() => {
+      this.followUpTimer = undefined;
+      this.poke();
+    }, delayMs);
+    this.followUpTimer.unref();
   }
 
   /** Resolves once no pass is running: after stop(), once the one in progress has ended (its write on the way included). */
@@ -314,12 +350,11 @@ export class WarmPoolLoop {
     const now = this.deps.now?.() ?? Date.now();
     const pools = this.deps.config.warmPools;
     const listed = this.deps.listed ?? (() => true);
-    const labelled = this.deps.pods
+    const anyNamespace = this.deps.pods
       .list()
-      .filter(
-        (pod) =>
-          pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp && listed(pod.metadata.namespace!),
-      );
+      .filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp);
+    const labelled = anyNamespace.filter((pod) => listed(pod.metadata!.namespace!));
+    let askedShown = 0;
     const shown = new Set(labelled.map(askedKey));
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
     for (const [key, at] of this.deletedAtAdmission) if (now - at > EXPECTATION_TTL_MS) this.deletedAtAdmission.delete(key);
@@ -328,21 +363,20 @@ export class WarmPoolLoop {
       if (!shownUids.has(uid) && now - at > EXPECTATION_TTL_MS) this.changedAfterMade.delete(uid);
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
-      if (
-        // The cheap looks first: judging a pod (poolPodChanges) costs milliseconds for a large
-        // one, and pods planted by the hundred were judged at every pass.
-        this.unwantedAsked.has(askedKey(pod)) ||
-        this.deletedAtAdmission.has(askedKey(pod)) ||
-        controllingRunUid(pod) !== undefined ||
-        (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))
-      )
+      // The cheap looks first: judging a pod (poolPodChanges) costs milliseconds for a large
+      // one, and pods planted by the hundred were judged at every pass.
+      if (this.unwantedAsked.has(askedKey(pod)) || this.deletedAtAdmission.has(askedKey(pod))) {
+        askedShown++;
         return [];
+      }
+      if (controllingRunUid(pod) !== undefined || (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))) return [];
       const changed = pool !== undefined && this.changedAfterMade.has(pod.metadata?.uid ?? '');
       return [{ pod, namespace: pod.metadata!.namespace!, pool, changed, failed: undefined as string | undefined }];
     });
     const { now: picked, later, lastNamespace } = pickUnwantedDeletes(unwanted, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
     this.unwantedServedLast = lastNamespace;
     this.unwantedLeft = later.length;
+    this.unwantedShown = anyNamespace.length - labelled.length + askedShown + unwanted.length;
     await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
       this.gate.check();
       const key = askedKey(each.pod);
@@ -351,8 +385,9 @@ export class WarmPoolLoop {
         await this.deps.gateway.deletePod(each.namespace, each.pod.metadata!.name!, seenAs(each.pod));
       } catch (error) {
         each.failed = error instanceof Error ? error.message : String(error);
-        // Not asked after all (a timeout, a 5xx, a 429): the next pass asks again, not one
-        // EXPECTATION_TTL_MS later. Gone (404) or changed since (409), the cache will show it.
+        // Not asked after all (a timeout, a 5xx, a 429): the next pass asks again (the resync's,
+        // or followUp's without pools), not one EXPECTATION_TTL_MS later. Gone (404) or changed
+        // since (409), the cache will show it.
         if (!isNotFound(error) && !isConflict(error)) this.unwantedAsked.delete(key);
       }
     });
