@@ -3,7 +3,7 @@
 // a run (or pod) deleted and created again under its name since the operator looked is left
 // alone. goneUnlessSame takes that 409 as the object meant being gone. The reconcilers' side is
 // in test/unit/delete-preconditions.test.ts.
-import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1ConfigMap, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { isConflict } from '../../operator/src/kube/api-errors.ts';
@@ -107,5 +107,34 @@ describe('the run gateway deletes a pod by its uid', () => {
 
     await kube.deletePod(namespace, 'sandbox-again', current);
     await eventually(async () => ((await podUid()) ? undefined : true), 30_000, 'the second pod to go');
+  });
+});
+
+describe("the run gateway deletes a run's ConfigMap by its uid", () => {
+  const core = () => kubeConfig.makeApiClient(CoreV1Api);
+  const configMap: V1ConfigMap = { metadata: { name: 'fix-diff-again', namespace }, data: { diff: '' } };
+  const held = async () =>
+    (
+      await core()
+        .readNamespacedConfigMap({ namespace, name: 'fix-diff-again' })
+        .catch(() => undefined)
+    )?.metadata?.uid;
+
+  it('is answered 409 for a ConfigMap created again under the name (without the run as owner), which stays; its own uid deletes it', async () => {
+    const kube = createKubeGateway(kubeConfig);
+    const old = (await core().createNamespacedConfigMap({ namespace, body: configMap })).metadata!.uid!;
+    await core().deleteNamespacedConfigMap({ namespace, name: 'fix-diff-again' });
+    const current = (await core().createNamespacedConfigMap({ namespace, body: configMap })).metadata!.uid!;
+
+    const refused = await kube.deleteConfigMap(namespace, 'fix-diff-again', old).catch((error: unknown) => error);
+    expect(isConflict(refused)).toBe(true);
+    expect(await held()).toBe(current);
+    // What the run reconciler does with it: the one meant is gone, and nothing fails.
+    await expect(goneUnlessSame(kube.deleteConfigMap(namespace, 'fix-diff-again', old))).resolves.toBeUndefined();
+    expect(await held()).toBe(current);
+
+    await kube.deleteConfigMap(namespace, 'fix-diff-again', current);
+    expect(await held()).toBeUndefined();
+    await expect(kube.deleteConfigMap(namespace, 'fix-diff-again', current)).resolves.toBeUndefined();
   });
 });

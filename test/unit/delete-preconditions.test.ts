@@ -6,7 +6,7 @@
 // server does (test/integration/delete-preconditions.test.ts shows that it does).
 import { describe, expect, it, vi } from 'vitest';
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
-import type { CodingRun } from '../../operator/src/api/index.ts';
+import { API_VERSION, FINALIZER, KIND, RUN_UID_LABEL, type CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingSchedule } from '../../operator/src/api/coding-schedule.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -15,7 +15,9 @@ import { ScheduleReconciler } from '../../operator/src/controller/schedule-recon
 import { isConflict } from '../../operator/src/kube/api-errors.ts';
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import type { ObjectMetadata } from '../../operator/src/kube/metadata-only.ts';
 import type { ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../../operator/src/reconcile/ownership.ts';
 import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { MemoryCache } from '../support/memory-run-world.ts';
@@ -65,8 +67,12 @@ const sandboxPod = (runUid: string, uid: string): V1Pod => ({
  * A RunReconciler over caches that show `run` (and `pod`), and an API server that holds objects
  * by name: `server` is what it holds now, which the caches may not show yet.
  */
-function runScene(run: CodingRun, pod?: V1Pod) {
-  const server = { runs: new Map([[run.metadata.name, run]]), pods: new Map(pod ? [[pod.metadata!.name!, pod]] : []) };
+function runScene(run: CodingRun, pod?: V1Pod, configMaps: ObjectMetadata[] = []) {
+  const server = {
+    runs: new Map([[run.metadata.name, run]]),
+    pods: new Map(pod ? [[pod.metadata!.name!, pod]] : []),
+    configMaps: new Map<string, ObjectMetadata>(configMaps.map((configMap) => [configMap.metadata!.name!, configMap])),
+  };
   const kube = {
     getRun: vi.fn(async (_namespace: string, name: string) => server.runs.get(name)),
     replaceRunStatus: vi.fn(async (stored: CodingRun) => stored),
@@ -81,6 +87,11 @@ function runScene(run: CodingRun, pod?: V1Pod) {
       if (held && uid !== undefined && held.metadata!.uid !== uid) throw preconditionFailed(uid, held.metadata!.uid);
       server.pods.delete(name);
     }),
+    deleteConfigMap: vi.fn(async (_namespace: string, name: string, uid?: string) => {
+      const held = server.configMaps.get(name);
+      if (held && uid !== undefined && held.metadata!.uid !== uid) throw preconditionFailed(uid, held.metadata!.uid);
+      server.configMaps.delete(name);
+    }),
     createEvent: vi.fn(async () => {}),
   };
   const reconciler = new RunReconciler({
@@ -88,7 +99,7 @@ function runScene(run: CodingRun, pod?: V1Pod) {
       runs: new MemoryCache([run]),
       pods: new MemoryCache<V1Pod>(pod ? [pod] : []),
       networkPolicies: new MemoryCache<V1NetworkPolicy>(),
-      configMaps: new MemoryCache(),
+      configMaps: new MemoryCache<ObjectMetadata>(configMaps),
       finishedRuns: new MemoryCache<V1ConfigMap>(),
     },
     kube: kube as unknown as KubeGateway,
@@ -134,6 +145,34 @@ describe("a finished run's sandbox pod", () => {
     await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
     expect(kube.deletePod).toHaveBeenCalledWith('agents', 'fix-sandbox', 'pod-1');
     expect(server.pods.get('fix-sandbox')?.metadata?.uid).toBe('pod-2');
+  });
+});
+
+describe("a deleted run's ConfigMaps", () => {
+  it('are deleted as the cache showed them; a ConfigMap made again under the name without the run as owner stays, and the 409 ends nothing', async () => {
+    const run = finished('uid-old');
+    const deleting = { ...run, metadata: { ...run.metadata, deletionTimestamp: '2026-11-29T12:00:00Z', finalizers: [FINALIZER] } };
+    const diff: ObjectMetadata = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'fix-diff',
+        namespace: 'agents',
+        uid: 'cm-1',
+        labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_UID_LABEL]: 'uid-old' },
+        ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: 'fix', uid: 'uid-old', controller: true }],
+      },
+    };
+    const { reconciler, kube, server } = runScene(deleting, undefined, [diff]);
+    // Deleted and made again by someone else since the cache saw it: not the run's.
+    server.configMaps.set('fix-diff', {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'fix-diff', namespace: 'agents', uid: 'cm-2' },
+    });
+    await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
+    expect(kube.deleteConfigMap).toHaveBeenCalledWith('agents', 'fix-diff', 'cm-1');
+    expect(server.configMaps.get('fix-diff')?.metadata?.uid).toBe('cm-2');
   });
 });
 

@@ -38,4 +38,14 @@ describe('EventRecorder.record', () => {
     expect(events[0]!.message!.length).toBeLessThanOrEqual(1024);
     expect(events[0]!.message).toMatch(/^spec\.sandbox\.setup exited 1: (\^\[)+$/);
   });
+
+  it.each(['-', '.'])("names the Event a DNS subdomain for a 253-character run name with '%s' where it is cut", async (separator) => {
+    const { events, recorder: events_ } = recorder();
+    const name = `${'a'.repeat(199)}${separator}${'b'.repeat(53)}`;
+    await events_.record({ ...run, metadata: { ...run.metadata, name } }, { type: 'Warning', reason: 'EgressDenied', message: 'refused' });
+    const eventName = events[0]!.metadata!.name!;
+    expect(eventName.length).toBeLessThanOrEqual(253);
+    expect(eventName).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/);
+    expect(events[0]!.involvedObject.name).toBe(name);
+  });
 });

@@ -1431,8 +1431,13 @@ export class RunReconciler {
         return run;
       case 'deleteConfigMaps':
         for (const configMap of action.names) {
-          await kube.deleteConfigMap(namespace, configMap);
-          this.deletions.note(`${namespace}/${name}`, 'ConfigMap', this.deps.caches.configMaps.get(namespace, configMap));
+          // decide() names them; the cache holds the one seen as the run's, and its uid is
+          // what is deleted: a ConfigMap made again under the name since (a 409) is another's
+          // and stays. One the cache no longer shows as the run's is not the run's to delete.
+          const cached = this.deps.caches.configMaps.get(namespace, configMap);
+          if (!cached?.metadata?.uid || !isOwnedByRun(cached, run)) continue;
+          await goneUnlessSame(kube.deleteConfigMap(namespace, configMap, cached.metadata.uid));
+          this.deletions.note(`${namespace}/${name}`, 'ConfigMap', cached);
         }
         return run;
       case 'startAgent': {

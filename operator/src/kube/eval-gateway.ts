@@ -5,7 +5,6 @@
 // kubectl prints it as it is, so it is written on one line, hidden characters spelled out
 // (text/one-line-text.ts), whoever composed it, as kube/event-recorder.ts writes a run's.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { randomBytes } from 'node:crypto';
 import { EVAL_PLURAL, type CodingEval, type CodingEvalStatus } from '../api/coding-eval.ts';
 import { GROUP, PLURAL, VERSION } from '../api/group.ts';
 import type { CodingRun } from '../api/index.ts';
@@ -13,6 +12,7 @@ import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import { oneLineText } from '../text/one-line-text.ts';
 import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
+import { eventName } from './event-name.ts';
 
 export interface EvalGateway {
   /**
@@ -147,7 +147,7 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
         namespace: evaluation.metadata.namespace,
         body: {
           metadata: {
-            name: `${evaluation.metadata.name.slice(0, 200)}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+            name: eventName(evaluation.metadata.name, time),
             namespace: evaluation.metadata.namespace,
           },
           involvedObject: {

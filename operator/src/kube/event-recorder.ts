@@ -2,11 +2,11 @@
 // effort: an Event that cannot be written is logged, never fails a reconcile. A message may
 // quote a check's output or git's error and kubectl prints it as it is, so it is written on
 // one line, hidden characters spelled out (text/one-line-text.ts), whoever composed it.
-import { randomBytes } from 'node:crypto';
 import type { CodingRun } from '../api/index.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 import { oneLineText } from '../text/one-line-text.ts';
+import { eventName } from './event-name.ts';
 import type { KubeGateway } from './kube-gateway.ts';
 
 /** The most of a message an Event carries (events.k8s.io's note is at most 1 kB). */
@@ -53,8 +53,7 @@ export class EventRecorder {
     try {
       await this.kube.createEvent({
         metadata: {
-          // An Event's name is a DNS subdomain (253); a run's name may use all of that itself.
-          name: `${run.metadata.name.slice(0, 200)}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+          name: eventName(run.metadata.name, time),
           namespace: run.metadata.namespace,
         },
         involvedObject: {

@@ -56,7 +56,11 @@ export interface KubeGateway {
   /** Replaces a policy; `policy.metadata.resourceVersion` is the version replaced (a 409 when it moved). */
   replaceNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
   deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
-  deleteConfigMap(namespace: string, name: string): Promise<void>;
+  /**
+   * As deletePod: by the ConfigMap's uid when the caller saw it (a 409 when another holds the
+   * name, made again since: anyone who may create ConfigMaps in the namespace may do that).
+   */
+  deleteConfigMap(namespace: string, name: string, uid?: string): Promise<void>;
   /** Keys and labels of a Secret (values are never kept), or undefined when it does not exist. */
   secretKeysAndLabels(namespace: string, name: string): Promise<SecretKeysAndLabels | undefined>;
   configMapKeys(namespace: string, name: string): Promise<string[] | undefined>;
@@ -205,8 +209,8 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     async deleteNetworkPolicy(namespace, name) {
       await networking.deleteNamespacedNetworkPolicy({ namespace, name }).catch(ignore(isNotFound));
     },
-    async deleteConfigMap(namespace, name) {
-      await core.deleteNamespacedConfigMap({ namespace, name }).catch(ignore(isNotFound));
+    async deleteConfigMap(namespace, name, uid) {
+      await core.deleteNamespacedConfigMap({ namespace, name, ...onlyUid(uid) }).catch(ignore(isNotFound));
     },
     async secretKeysAndLabels(namespace, name) {
       try {
