@@ -9,6 +9,10 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // A guard against a hang, not a speed check (speed lives in `make bench`): some unit
+          // tests run real git or a local HTTP server, and vitest's 5 s default failed them on a
+          // loaded two-core CI machine (publish-job-stopped, forge-hostile-answers).
+          testTimeout: 30_000,
         },
       },
       {
