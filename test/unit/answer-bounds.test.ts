@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { boundAnswerContent, MAX_ANSWER_DEPTH, nestsDeeperThan, tooDeepNote } from '../../operator/src/providers/answer-bounds.ts';
 import { ScriptedLanguageModel } from '../../operator/src/providers/scripted/scripted-language-model.ts';
 import { withAnswerBounds, type ModelAnswer } from '../../operator/src/providers/with-answer-bounds.ts';
+import { usageOfModelAnswer } from '../../operator/src/agent/usage-accounting.ts';
 
 const call = (index: number, input = '{"path":"a"}'): LanguageModelV4Content => ({
   type: 'tool-call',
@@ -134,6 +135,51 @@ describe('withAnswerBounds', () => {
     expect(answers[0]?.content).toHaveLength(3);
   });
 
+  // The calls past the bound came back all the same: an endpoint that reports no usage is
+  // counted from what came back (usage-accounting.ts), and with only the kept calls in sight an
+  // answer of 20 000 calls counted as one of 65.
+  it('tells the characters of the calls it dropped, their tool names and arguments', async () => {
+    const answers: ModelAnswer[] = [];
+    const model = boundedModel(
+      Array.from({ length: 10 }, (_, index) => call(index, `{"path":"${'p'.repeat(index)}"}`)),
+      answers,
+    );
+    await model.doGenerate({ prompt: [] });
+    // Calls 3 to 9: 'read_file' (9) and arguments of 11 + index characters each.
+    const expected = [3, 4, 5, 6, 7, 8, 9].reduce((sum, index) => sum + 9 + 11 + index, 0);
+    expect(answers[0]).toMatchObject({ droppedToolCalls: 7, droppedToolCallChars: expected });
+  });
+
+  it('an endpoint answering usage: {} with 20 000 small calls: the estimate of its output counts all of them, not the 65 kept', async () => {
+    const content = Array.from({ length: 20_000 }, (_, index) => call(index));
+    const answers: ModelAnswer[] = [];
+    const model = withAnswerBounds(
+      {
+        specificationVersion: 'v4',
+        provider: 'fake',
+        modelId: 'fake',
+        supportedUrls: {},
+        // `usage: {}`: the SDK reads no figure at all.
+        doGenerate: async () => ({
+          content,
+          finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+          usage: {
+            inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+            outputTokens: { total: undefined, text: undefined, reasoning: undefined },
+          },
+          warnings: [],
+        }),
+        doStream: () => Promise.reject(new Error('not streamed')),
+      },
+      { maxToolCalls: 65, onAnswer: (answer) => answers.push(answer) },
+    );
+    await model.doGenerate({ prompt: [] });
+    const counted = usageOfModelAnswer(answers[0]!, 100);
+    // Each call is 'read_file' and '{"path":"a"}', 21 characters: at four a token, at least 5.
+    expect(counted.outputTokens).toBeGreaterThanOrEqual(20_000 * 5);
+    expect(counted.complete).toBe(false);
+  });
+
   // Without the bound the SDK's recursive copy of the parsed arguments overflowed the stack,
   // and the step was retried ten times, asking the model each time.
   it('turns arguments nested 5 000 deep into an invalid call whose tool error names the bound', async () => {
@@ -184,7 +230,8 @@ describe('withAnswerBounds', () => {
     expect((await result.toolCalls).map((toolCall) => toolCall.input)).toEqual([{ path: 'f0' }, { path: 'f1' }]);
     expect(inputStarts).toEqual(['scripted-t0-c0', 'scripted-t0-c1']);
     expect(answers).toHaveLength(1);
-    expect(answers[0]).toMatchObject({ droppedToolCalls: 4, tooDeepValues: 0 });
+    // Each dropped call: 'read_file' (9) and '{"path":"fN"}' (13).
+    expect(answers[0]).toMatchObject({ droppedToolCalls: 4, droppedToolCallChars: 4 * (9 + 13), tooDeepValues: 0 });
     expect(answers[0]?.content).toEqual([
       { type: 'text', text: 'reading' },
       expect.objectContaining({ type: 'tool-call' }),

@@ -144,4 +144,28 @@ describe('usage accounting', () => {
       complete: false,
     });
   });
+
+  // The calls past the answer's bound (with-answer-bounds.ts) are not in `content`, but they
+  // came back: an answer of 20 000 small calls over `usage: {}` counted as its 65 kept ones.
+  it('adds the calls dropped from an answer to the estimate of its output, at four characters a token', () => {
+    const usage: LanguageModelV4Usage = {
+      inputTokens: { total: 0, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: 0, text: undefined, reasoning: undefined },
+    };
+    const content = [{ type: 'text' as const, text: 'x'.repeat(40) }];
+    expect(usageOfModelAnswer({ usage, content, droppedToolCallChars: 420_001 }, 999)).toMatchObject({
+      outputTokens: 10 + 105_001,
+      complete: false,
+    });
+    // A provider's believable report stands: the estimate only replaces a figure far below it.
+    const honest: LanguageModelV4Usage = {
+      ...usage,
+      inputTokens: { ...usage.inputTokens, total: 999 },
+      outputTokens: { ...usage.outputTokens, total: 90_000 },
+    };
+    expect(usageOfModelAnswer({ usage: honest, content, droppedToolCallChars: 420_001 }, 999)).toMatchObject({
+      outputTokens: 90_000,
+      complete: true,
+    });
+  });
 });

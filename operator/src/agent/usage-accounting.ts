@@ -103,13 +103,19 @@ export function usageOfModelCall(usage: ReportedUsage | undefined, estimate?: Es
 /**
  * One model call's usage from the answer a LanguageModelV4 gave (providers/with-answer-bounds.ts
  * reports it before the SDK works on it). `sentTokens`: the estimate of what was sent; what came
- * back is estimated from the answer's content. Each stands in for a figure the provider did not
- * report, or reported too far below it to be a count (usageOfModelCall). `declared`: the
- * figures are a script's (the scripted model, which sends nothing anywhere and reports what
- * its run's author wrote, to exercise the accounting): taken as they are.
+ * back is estimated from the answer's content and the calls dropped from it. Each stands in for
+ * a figure the provider did not report, or reported too far below it to be a count
+ * (usageOfModelCall). `declared`: the figures are a script's (the scripted model, which sends
+ * nothing anywhere and reports what its run's author wrote, to exercise the accounting): taken
+ * as they are.
  */
 export function usageOfModelAnswer(
-  answer: { readonly usage: LanguageModelV4Usage | undefined; readonly content: readonly LanguageModelV4Content[] },
+  answer: {
+    readonly usage: LanguageModelV4Usage | undefined;
+    readonly content: readonly LanguageModelV4Content[];
+    /** Characters of the tool calls dropped from `content` (with-answer-bounds.ts): they came back too. */
+    readonly droppedToolCallChars?: number;
+  },
   sentTokens: number,
   options: { readonly declared?: boolean } = {},
 ): TokenUsage {
@@ -120,7 +126,10 @@ export function usageOfModelAnswer(
     inputTokenDetails: { cacheReadTokens: usage.inputTokens.cacheRead },
     outputTokenDetails: { reasoningTokens: usage.outputTokens.reasoning },
   };
-  const estimate = () => ({ inputTokens: sentTokens, outputTokens: estimateAnswerTokens(answer.content) });
+  const estimate = () => ({
+    inputTokens: sentTokens,
+    outputTokens: estimateAnswerTokens(answer.content) + charactersAsTokens(answer.droppedToolCallChars ?? 0),
+  });
   if (!options.declared) return usageOfModelCall(reported, estimate());
   // A script's figures are checked only for being counts: the estimate stands in for a missing one.
   const complete = isCount(reported?.inputTokens) && isCount(reported?.outputTokens);
@@ -136,6 +145,17 @@ function estimateAnswerTokens(content: readonly LanguageModelV4Content[]): numbe
   }
   return tokens;
 }
+
+/**
+ * Tokens of text known only by its length: four characters a token, which estimate-tokens.ts
+ * never counts less than. The calls dropped from an answer are counted so, unread: they were
+ * dropped because reading them all costs too much.
+ */
+function charactersAsTokens(chars: number): number {
+  return chars > 0 ? Math.ceil(chars / CHARACTERS_PER_TOKEN) : 0;
+}
+
+const CHARACTERS_PER_TOKEN = 4;
 
 /** Sums usages: a step's calls, or a run's steps. */
 export function addUsage(...usages: readonly TokenUsage[]): TokenUsage {

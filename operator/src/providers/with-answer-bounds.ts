@@ -21,6 +21,12 @@ export interface ModelAnswer {
   readonly content: readonly LanguageModelV4Content[];
   /** Tool calls past the bound, which the SDK never sees. */
   readonly droppedToolCalls: number;
+  /**
+   * Characters of those calls' tool names and arguments. They were received all the same, and
+   * an endpoint that reports no usage is counted from what came back (usage-accounting.ts): of
+   * 20 000 calls, the 65 kept would count for all.
+   */
+  readonly droppedToolCallChars: number;
   /** Arguments, results and metadata nested past the bound, replaced or dropped. */
   readonly tooDeepValues: number;
 }
@@ -46,6 +52,7 @@ export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoun
           usage: result.usage,
           content: bounded.content,
           droppedToolCalls: bounded.droppedToolCalls,
+          droppedToolCallChars: droppedCallChars(result.content, bounds.maxToolCalls),
           tooDeepValues: bounded.tooDeepValues + (metadataTooDeep ? 1 : 0),
         });
         // usage.raw is the provider's usage object as it came (any JSON, any depth): nothing here
@@ -61,6 +68,20 @@ export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoun
   });
 }
 
+/** Characters of the tool calls past the first `maxToolCalls` (boundAnswerContent drops them). */
+function droppedCallChars(content: readonly LanguageModelV4Content[], maxToolCalls: number): number {
+  let calls = 0;
+  let chars = 0;
+  for (const part of content) {
+    if (part.type !== 'tool-call') continue;
+    calls += 1;
+    if (calls > maxToolCalls) chars += callChars(part);
+  }
+  return chars;
+}
+
+const callChars = (call: LanguageModelV4ToolCall) => call.toolName.length + call.input.length;
+
 function tooDeep(metadata: SharedV4ProviderMetadata | undefined, maxDepth: number): boolean {
   return metadata !== undefined && nestsDeeperThan(metadata, maxDepth);
 }
@@ -75,6 +96,7 @@ function boundedStream(
   onAnswer: ((answer: ModelAnswer) => void) | undefined,
 ): TransformStream<LanguageModelV4StreamPart, LanguageModelV4StreamPart> {
   let toolCalls = 0;
+  let droppedToolCallChars = 0;
   let tooDeepValues = 0;
   const admittedInputs = new Set<string>();
   let inputsStarted = 0;
@@ -86,7 +108,11 @@ function boundedStream(
     transform(given, controller) {
       if (given.type === 'tool-call') {
         toolCalls += 1;
-        if (toolCalls > bounds.maxToolCalls) return;
+        if (toolCalls > bounds.maxToolCalls) {
+          // Its input parts were dropped too: the call carries the whole of its arguments.
+          droppedToolCallChars += callChars(given);
+          return;
+        }
       }
       if (given.type === 'tool-input-start') {
         inputsStarted += 1;
@@ -110,6 +136,7 @@ function boundedStream(
               ...calls,
             ],
             droppedToolCalls: Math.max(0, toolCalls - bounds.maxToolCalls),
+            droppedToolCallChars,
             tooDeepValues,
           });
       }

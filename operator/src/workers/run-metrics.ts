@@ -1,6 +1,6 @@
 // What the jobs count for /metrics: runs that ended (and how long they took), and tool calls.
 import type { TokenUsage } from '../agent/usage-accounting.ts';
-import type { CodingRun } from '../api/index.ts';
+import { TOOL_NAMES, type CodingRun } from '../api/index.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 
 /** Counts a run that just ended and how long it took. */
@@ -10,9 +10,20 @@ export function observeFinished(deps: Pick<AgentDependencies, 'metrics' | 'now'>
   if (!Number.isNaN(started)) deps.metrics.runDuration.observe({ phase }, (deps.now().getTime() - started) / 1000);
 }
 
+const KNOWN_TOOLS: ReadonlySet<string> = new Set(TOOL_NAMES);
+
+/**
+ * The `tool` label for a tool call's name: the model writes the name, and every distinct value
+ * is a series Prometheus keeps, so a name that is none of the toolbox's tools is 'unknown'.
+ */
+export function toolLabel(name: string): string {
+  return KNOWN_TOOLS.has(name) ? name : 'unknown';
+}
+
 /** Counts a finished tool call and its duration (the ToolCallObserver of tool-execution.ts). */
 export function toolCallObserver(deps: Pick<AgentDependencies, 'metrics'>) {
-  return (tool: string, outcome: 'ok' | 'error', seconds: number): void => {
+  return (name: string, outcome: 'ok' | 'error', seconds: number): void => {
+    const tool = toolLabel(name);
     deps.metrics.toolCalls.inc({ tool, outcome });
     deps.metrics.toolDuration.observe({ tool }, seconds);
   };

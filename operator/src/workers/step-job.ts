@@ -20,6 +20,7 @@ import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.t
 import { answerCutOff, decideStop } from '../agent/stop-conditions.ts';
 import { cutOffToolCallId, explainCutOffToolCall } from '../agent/cut-off-tool-call.ts';
 import { boundInvalidToolCalls } from '../agent/bound-invalid-tool-calls.ts';
+import { answerToolCallsNotOffered } from '../agent/tool-calls-not-offered.ts';
 import { buildSystemPrompt } from '../agent/system-prompt.ts';
 import { estimateToolSchemaTokens } from '../agent/estimate-tool-schema-tokens.ts';
 import { buildToolSet } from '../agent/tool-definitions.ts';
@@ -278,15 +279,22 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   countTokens(deps, tokenLabels, callUsage);
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
-  // errors in response.messages; only the valid calls are ours to run. A call cut off at the
-  // output limit is told so, not just that its JSON did not parse (cut-off-tool-call.ts).
+  // errors in response.messages; only the valid calls are ours to run. A call the provider
+  // says it ran (an MCP call) the SDK keeps though no tool of the run has its name: it is
+  // answered the same way here (tool-calls-not-offered.ts), and never run or parked on. A call
+  // cut off at the output limit is told so, not just that its JSON did not parse (cut-off-tool-call.ts).
   const cutCall = cutOffToolCallId(result.finishReason, result.toolCalls, droppedToolCalls);
+  const notOffered = answerToolCallsNotOffered(result.response.messages as ModelMessage[], result.toolCalls, tools);
+  const toolCalls = result.toolCalls.map((call) => {
+    const error = notOffered.answered.get(call.toolCallId);
+    return error === undefined ? call : { ...call, invalid: true as const, error: new Error(error) };
+  });
   // The SDK's errors quote the whole argument text: bounded as results are (bound-invalid-tool-calls.ts).
-  const invalidCallIds = new Set(result.toolCalls.filter((call) => (call as { invalid?: boolean }).invalid).map((call) => call.toolCallId));
-  const answered = boundInvalidToolCalls(explainCutOffToolCall(result.response.messages as ModelMessage[], cutCall), invalidCallIds);
+  const invalidCallIds = new Set(toolCalls.filter((call) => (call as { invalid?: boolean }).invalid).map((call) => call.toolCallId));
+  const answered = boundInvalidToolCalls(explainCutOffToolCall(notOffered.messages, cutCall), invalidCallIds);
   // An id the run cannot keep (too long, empty) is replaced in the messages and the calls alike (usable-tool-call-ids.ts).
   const responseMessages = withUsableToolCallIds(answered);
-  const valid: PendingToolCall[] = result.toolCalls
+  const valid: PendingToolCall[] = toolCalls
     .filter((call) => !(call as { invalid?: boolean }).invalid)
     .map((call) => ({ toolCallId: usableToolCallId(call.toolCallId), toolName: call.toolName, input: call.input }));
   // At most MAX_TOOL_CALLS_PER_STEP run; the others are answered with a tool error, first in the
@@ -302,7 +310,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const answeredWithErrors = result.toolCalls.length - valid.length + refused.length;
   state.toolCalls += answeredWithErrors;
   const unusableCalls = answeredWithErrors + droppedToolCalls;
-  countUnusableToolCalls(state, result.toolCalls);
+  countUnusableToolCalls(state, toolCalls);
 
   const cutOff = answerCutOff(result.finishReason, result.toolCalls.length > 0);
   state.inFlight = {
