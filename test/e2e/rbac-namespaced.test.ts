@@ -122,6 +122,7 @@ describe('security #11.9 the chart renders namespaced RBAC when watchNamespaces 
 describe('security #11.9 the ServiceAccount reaches only its watched namespace', () => {
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'chamvi-nsrbac-'));
+    writeFileSync(join(root, 'operator-config.yaml'), stringify({ leaderElection: { leaseName: NAME } }));
     await createNamespace(RELEASE_NS);
     await createNamespace(WATCHED, { restricted: true });
     await createNamespace(UNWATCHED);
@@ -196,6 +197,8 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
         CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
         CHAMVI_WATCH_NAMESPACES: WATCHED,
         CHAMVI_LEADER_ELECTION_NAMESPACE: RELEASE_NS,
+        // The lease the chart's ConfigMap names, the one its Role grants by name.
+        CHAMVI_CONFIG: join(root, 'operator-config.yaml'),
         CHAMVI_IDENTITY: 'nsrbac-operator',
       },
     });

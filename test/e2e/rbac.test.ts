@@ -46,6 +46,8 @@ function startOperator(identity: string) {
       CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
       CHAMVI_WATCH_NAMESPACES: NS,
       CHAMVI_LEADER_ELECTION_NAMESPACE: RELEASE_NS,
+      // The lease the chart's ConfigMap names, the one its Role grants by name.
+      CHAMVI_CONFIG: join(root, 'operator-config.yaml'),
       CHAMVI_IDENTITY: identity,
       CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
     },
@@ -91,6 +93,7 @@ async function runOnce(timeoutMs: number, afterEnd?: (name: string) => Promise<v
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-rbac-'));
   repoUrl = createBareRepository(root);
+  writeFileSync(join(root, 'operator-config.yaml'), stringify({ leaderElection: { leaseName: ROLE } }));
 
   await createNamespace(RELEASE_NS);
   await createNamespace(NS, { restricted: true });

@@ -53,3 +53,16 @@ describe("the install notes on a stopping pod's wait for Redis", () => {
     expect(await notes('config.redisFailoverSeconds=15', 'terminationGracePeriodSeconds=24')).not.toContain('unreachable Redis');
   });
 });
+
+describe('the install notes on cluster-wide mode', () => {
+  it('warn, when watchNamespaces is empty, that the operator is close to cluster-admin, and say how to list namespaces', async () => {
+    const text = await notes();
+    expect(text).toContain('WARNING: config.watchNamespaces is empty, so the operator runs cluster-wide');
+    expect(text).toContain('can act as any ServiceAccount in any namespace');
+    expect(text).toContain("--set 'config.watchNamespaces={team-a,team-b}'");
+  });
+
+  it('say nothing of it once watchNamespaces lists namespaces', async () => {
+    expect(await notes('config.watchNamespaces={team-a}')).not.toContain('config.watchNamespaces is empty');
+  });
+});

@@ -16,6 +16,7 @@ import { freePorts } from '../support/control-plane/free-port.ts';
 import { redisPing } from '../support/control-plane/readiness.ts';
 import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
 import { chartDir, helm } from '../support/helm.ts';
+import { runProcess } from '../support/run-process.ts';
 
 const RELEASE = 'redis-auth';
 const NAMESPACE = 'chamvi-chart-redis-auth';
@@ -85,10 +86,16 @@ describe('security #11.1 the chart gives Redis a password and protected mode', (
     expect(container.args.join(' ')).toContain('--protected-mode yes');
     expect(container.args.join(' ')).not.toMatch(/protected-mode no|requirepass/);
     const volume = redis.volumes.find((each: any) => each.name === 'auth');
-    expect(volume.secret).toMatchObject({ secretName: SECRET, items: [{ key: 'redis.conf', path: 'redis.conf' }] });
+    expect(volume.secret).toMatchObject({
+      secretName: SECRET,
+      items: [
+        { key: 'redis.conf', path: 'redis.conf' },
+        { key: 'redis-password', path: 'password' },
+      ],
+    });
     expect(container.volumeMounts).toContainEqual({ name: 'auth', mountPath: '/etc/chamvi-redis', readOnly: true });
-    // redis-cli in the probes authenticates from REDISCLI_AUTH.
-    expect(container.env).toContainEqual({ name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: SECRET, key: 'redis-password' } } });
+    // The password reaches the probes' redis-cli through the same volume (above), never redis-server's env.
+    expect(JSON.stringify(container.env ?? [])).not.toMatch(/redis-password|REDISCLI_AUTH/);
   });
 
   it('gives the operator REDIS_PASSWORD and CHAMVI_STATE_KEY from that Secret: the config it starts with passes the credential check', async () => {
@@ -145,6 +152,45 @@ describe('security #11.1 the chart gives Redis a password and protected mode', (
     authenticated.disconnect();
     // Without the password Redis answers NOAUTH, not PONG.
     expect(await redisPing(port!)).toBe(false);
+  });
+
+  it('the rendered probes, run by a real sh and redis-cli, get PONG from that Redis with the mounted password alone', async () => {
+    const docs = await render('--set', 'redis.bundled.persistence.enabled=false');
+    const secret = decoded(find(docs, 'Secret', '-secrets')!);
+    const redis = find(docs, 'StatefulSet', '-redis')!.spec.template.spec;
+    const container = redis.containers[0];
+    const dir = mkdtempSync(join(tmpdir(), 'chamvi-chart-redis-probe-'));
+    dirs.push(dir);
+    // The auth volume as the kubelet lays it out: each item of the Secret at its path.
+    const { items } = redis.volumes.find((each: any) => each.name === 'auth').secret as { items: Array<{ key: string; path: string }> };
+    for (const item of items) writeFileSync(join(dir, item.path), secret[item.key]!, { mode: 0o600 });
+    const [port] = await freePorts(1);
+    const args = container.args.slice(1).map((arg: string) => (arg === '/data' ? dir : arg)) as string[];
+    const server = spawn('redis-server', [join(dir, 'redis.conf'), ...args, '--port', String(port), '--bind', '127.0.0.1'], {
+      stdio: 'ignore',
+    });
+    started.push(server);
+    /** A probe's command with this machine's paths, against this server, in an env without REDISCLI_AUTH. */
+    const runProbe = (command: string[]) => {
+      const [program, ...rest] = command.map((part) => part.replaceAll('/etc/chamvi-redis', dir));
+      expect(rest.join(' ')).toContain('redis-cli ping');
+      const env = { PATH: process.env.PATH! };
+      return runProcess(
+        program!,
+        rest.map((part) => part.replace('redis-cli ping', `redis-cli -p ${port} ping`)),
+        { env },
+      );
+    };
+    const deadline = Date.now() + 10_000;
+    while (!(await redisPing(port!, secret['redis-password']))) {
+      if (Date.now() > deadline) throw new Error('redis-server did not start');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    for (const probe of [container.livenessProbe, container.readinessProbe]) {
+      const result = await runProbe(probe.exec.command as string[]);
+      expect(result, result.stderr).toMatchObject({ code: 0 });
+      expect(result.stdout.trim()).toBe('PONG');
+    }
   });
 
   it('keeps the generated values across upgrades (lookup) and uses an existing Secret when told', async () => {

@@ -396,8 +396,14 @@ describe('the chart on the local control plane', () => {
     const can = async (...args: string[]) => (await kubectl(['auth', 'can-i', '--as', as, ...args])).stdout.trim();
     expect(await can('create', 'pods', '--subresource=exec', '-n', RUNS_NAMESPACE)).toBe('yes');
     expect(await can('patch', 'codingruns.chamvi.dev', '--subresource=status', '-n', RUNS_NAMESPACE)).toBe('yes');
-    expect(await can('update', 'leases.coordination.k8s.io', '-n', NAMESPACE)).toBe('yes');
-    expect(await can('update', 'leases.coordination.k8s.io', '-n', RUNS_NAMESPACE)).toBe('no');
+    // The leader lease: its own, by name (configmap.yaml's leaseName), and no other lease beside it.
+    const lease = `leases.coordination.k8s.io/${RELEASE}-chamvi-operator`;
+    expect(await can('get', lease, '-n', NAMESPACE)).toBe('yes');
+    expect(await can('update', lease, '-n', NAMESPACE)).toBe('yes');
+    expect(await can('create', 'leases.coordination.k8s.io', '-n', NAMESPACE)).toBe('yes');
+    expect(await can('update', 'leases.coordination.k8s.io/another-controller', '-n', NAMESPACE)).toBe('no');
+    expect(await can('get', 'leases.coordination.k8s.io/another-controller', '-n', NAMESPACE)).toBe('no');
+    expect(await can('update', lease, '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('list', 'secrets', '-n', RUNS_NAMESPACE)).toBe('no');
     // CodingSchedules create runs; templates are read, never written.
     expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('yes');
