@@ -12,8 +12,8 @@ import { API_VERSION } from '../../operator/src/api/index.ts';
 import { EgressAudit } from '../../operator/src/egress/egress-audit.ts';
 import { EgressMetrics } from '../../operator/src/egress/egress-metrics.ts';
 import { EGRESS_PROXY_REPORTER, egressRunEvents } from '../../operator/src/egress/egress-run-events.ts';
-import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { refusalOf, untilPolicyRefuses, type ApiRefusal } from '../support/admission-refusal.ts';
 import { createNamespace, deleteNamespace, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
 import {
   applyManifests,
@@ -205,23 +205,14 @@ const forgeries: { case: string; forge: (event: CoreV1Event) => CoreV1Event; ref
 ];
 
 /** Creates the Event as the proxy does (its gateway, its token): undefined when created, else the API server's refusal. */
-async function createAsProxy(event: CoreV1Event): Promise<{ code: number; message: string } | undefined> {
-  try {
-    await proxyKube.createEvent(event);
-    return undefined;
-  } catch (error) {
-    const refusal = apiRefusal(error);
-    if (!refusal) throw error;
-    return refusal;
-  }
-}
+const createAsProxy = (event: CoreV1Event): Promise<ApiRefusal | undefined> => refusalOf(() => proxyKube.createEvent(event));
 
 /** The same Event written through events.k8s.io/v1 (regarding a Pod), as a proxy granted that group could. */
-async function createEventsV1AsProxy(): Promise<{ code: number; message: string } | undefined> {
+async function createEventsV1AsProxy(): Promise<ApiRefusal | undefined> {
   const now = new Date();
   forgedCount += 1;
-  try {
-    await proxyConfig.makeApiClient(EventsV1Api).createNamespacedEvent({
+  return refusalOf(() =>
+    proxyConfig.makeApiClient(EventsV1Api).createNamespacedEvent({
       namespace: NS,
       body: {
         metadata: { name: `victim.events-v1-${forgedCount}-${now.getTime().toString(16)}`, namespace: NS },
@@ -234,13 +225,8 @@ async function createEventsV1AsProxy(): Promise<{ code: number; message: string 
         reportingController: 'chamvi.dev/operator',
         reportingInstance: 'forged',
       },
-    });
-    return undefined;
-  } catch (error) {
-    const refusal = apiRefusal(error);
-    if (!refusal) throw error;
-    return refusal;
-  }
+    }),
+  );
 }
 
 /** The Role the test adds (not the chart's): create on events.k8s.io Events, to show the policy judges that group too. */
@@ -262,8 +248,8 @@ const eventsV1Grant = (proxy: string): RenderedManifest[] => [
 
 let victimUid: string;
 /** What each forgery met with RBAC alone, before the policy was applied: undefined when created. */
-let beforePolicy: ({ code: number; message: string } | undefined)[];
-let eventsV1BeforePolicy: { code: number; message: string } | undefined;
+let beforePolicy: (ApiRefusal | undefined)[];
+let eventsV1BeforePolicy: ApiRefusal | undefined;
 
 beforeAll(async () => {
   await createNamespace(NS);
@@ -304,13 +290,12 @@ beforeAll(async () => {
 
   await applyManifests(release.policies);
   // A new policy takes a moment to be enforced: wait until a forged reason is refused.
-  for (;;) {
-    const probe = await createAsProxy({ ...proxyForm(victimUid), reason: 'EnforcementProbe' });
-    if (probe?.message.includes(REFUSED)) return;
-    if (Date.now() > deadline + 30_000)
-      throw new Error(`the egress proxy event policy is not enforced: ${probe?.message ?? 'the Event was created'}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
+  await untilPolicyRefuses(() => createAsProxy({ ...proxyForm(victimUid), reason: 'EnforcementProbe' }), {
+    refused: REFUSED,
+    deadline: deadline + 30_000,
+    policy: 'the egress proxy event policy',
+    taken: 'the Event was created',
+  });
 }, 120_000);
 
 afterAll(async () => {

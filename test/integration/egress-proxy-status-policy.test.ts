@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { EgressStatus } from '../../operator/src/api/index.ts';
 import { createEgressStatusWriter } from '../../operator/src/egress/egress-status-writer.ts';
-import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { refusalOf, untilPolicyRefuses, type ApiRefusal } from '../support/admission-refusal.ts';
 import { createNamespace, deleteNamespace, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
 import {
   applyManifests,
@@ -71,16 +71,8 @@ let proxyKube: KubeGateway;
  * the status subresource, which the proxy may not): undefined when it was written, else the
  * API server's refusal.
  */
-async function patchAsProxy(name: string, operations: object[], namespace = NS): Promise<{ code: number; message: string } | undefined> {
-  try {
-    await proxyKube.patchRunStatus(namespace, name, operations);
-    return undefined;
-  } catch (error) {
-    const refusal = apiRefusal(error);
-    if (!refusal) throw error;
-    return refusal;
-  }
-}
+const patchAsProxy = (name: string, operations: object[], namespace = NS): Promise<ApiRefusal | undefined> =>
+  refusalOf(() => proxyKube.patchRunStatus(namespace, name, operations));
 
 async function createRun(name: string, status?: object, namespace = NS): Promise<void> {
   await kubectlOk(['create', '-f', '-'], { input: stringify(run(name, namespace)) });
@@ -108,14 +100,10 @@ beforeAll(async () => {
   probeStatus = (await statusOf('probe'))!;
   expect(probeStatus).toMatchObject(operatorStatus);
   // A new policy takes a moment to be enforced: wait until the proxy's write of podName is refused.
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const probe = await patchAsProxy('enforcement-probe', [{ op: 'replace', path: '/status/podName', value: `probe-${Date.now()}` }]);
-    if (probe?.message.includes(REFUSED)) return;
-    if (Date.now() > deadline)
-      throw new Error(`the egress proxy status policy is not enforced: ${probe?.message ?? 'the write went through'}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
+  await untilPolicyRefuses(
+    () => patchAsProxy('enforcement-probe', [{ op: 'replace', path: '/status/podName', value: `probe-${Date.now()}` }]),
+    { refused: REFUSED, deadline: Date.now() + 30_000, policy: 'the egress proxy status policy', taken: 'the write went through' },
+  );
 }, 120_000);
 
 afterAll(async () => {

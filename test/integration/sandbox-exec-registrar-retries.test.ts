@@ -11,21 +11,13 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
+import { createSandboxPod, execWorkDir } from '../support/registrar-sandbox-pod.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const NS = 'registrar-retries';
 const POLICY = 'registrar-retries-refuse-execs';
 const REFUSED = 'Exec writes refused for the test';
 let root: string;
-
-function sandboxPod(name: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { 'app.kubernetes.io/name': 'chamvi-sandbox' } },
-    spec: { containers: [{ name: 'sandbox', image: 'chamvi-sandbox:test' }] },
-  });
-}
 
 function execObject(name: string, workDir: string): string {
   return JSON.stringify({
@@ -34,12 +26,6 @@ function execObject(name: string, workDir: string): string {
     metadata: { name, namespace: NS },
     spec: { execs: [{ local: { workDir } }] },
   });
-}
-
-/** The workDir the pod's kwok Exec object names, or undefined when it has none. */
-async function execWorkDir(pod: string): Promise<string | undefined> {
-  const result = await kubectl(['get', 'execs.kwok.x-k8s.io', pod, '-n', NS, '-o', 'jsonpath={.spec.execs[0].local.workDir}']);
-  return result.code === 0 ? result.stdout.trim() : undefined;
 }
 
 /** A policy that has the API server refuse every write of an Exec object in NS, and the function that lifts it. */
@@ -115,7 +101,7 @@ describe('the sandbox exec registrar, when the write of an Exec fails', () => {
       log: (message) => said.push(message),
     });
     try {
-      await kubectlOk(['create', '-f', '-'], { input: sandboxPod('refused-at-first') });
+      await createSandboxPod(NS, 'refused-at-first');
       // Control: the write was tried and refused.
       // Generous: the whole tier shares this machine, and the registrar lists pods of every namespace.
       await eventually(
@@ -128,7 +114,7 @@ describe('the sandbox exec registrar, when the write of an Exec fails', () => {
       expect(registrar.workspaceOf(NS, 'refused-at-first')).toBeUndefined();
       await lift();
       const workspace = await registrar.waitForWorkspace(NS, 'refused-at-first', 20_000);
-      expect(await execWorkDir('refused-at-first')).toBe(workspace.workspaceDir);
+      expect(await execWorkDir(NS, 'refused-at-first')).toBe(workspace.workspaceDir);
     } finally {
       await lift().catch(() => undefined);
       await registrar.stop();
@@ -139,9 +125,9 @@ describe('the sandbox exec registrar, when the write of an Exec fails', () => {
     await kubectlOk(['create', '-f', '-'], { input: execObject('left-behind', path.join(root, 'elsewhere')) });
     const registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: path.join(root, 'taken-over') });
     try {
-      await kubectlOk(['create', '-f', '-'], { input: sandboxPod('left-behind') });
+      await createSandboxPod(NS, 'left-behind');
       const workspace = await registrar.waitForWorkspace(NS, 'left-behind', 20_000);
-      expect(await execWorkDir('left-behind')).toBe(workspace.workspaceDir);
+      expect(await execWorkDir(NS, 'left-behind')).toBe(workspace.workspaceDir);
     } finally {
       await registrar.stop();
     }

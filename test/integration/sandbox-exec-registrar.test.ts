@@ -10,26 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
+import { createSandboxPod, execWorkDir } from '../support/registrar-sandbox-pod.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const NS = 'registrar-lifecycle';
 let root: string;
-
-function sandboxPod(name: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { 'app.kubernetes.io/name': 'chamvi-sandbox' } },
-    spec: { containers: [{ name: 'sandbox', image: 'chamvi-sandbox:test' }] },
-  });
-}
-
-/** The workDir the pod's kwok Exec object names, or undefined when it has none. */
-async function execWorkDir(pod: string): Promise<string | undefined> {
-  const result = await kubectl(['get', 'execs.kwok.x-k8s.io', pod, '-n', NS, '-o', 'jsonpath={.spec.execs[0].local.workDir}']);
-  return result.code === 0 ? result.stdout.trim() : undefined;
-}
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(tmpdir(), 'chamvi-registrar-'));
@@ -48,12 +34,12 @@ describe('the sandbox exec registrar', () => {
     const stoppedAt = Date.now();
     const second = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: path.join(root, 'second') });
     try {
-      await kubectlOk(['create', '-f', '-'], { input: sandboxPod('after-stop') });
+      await createSandboxPod(NS, 'after-stop');
       const workspace = await second.waitForWorkspace(NS, 'after-stop');
       // The stopped one restarted its watch a second after its stop; give it three.
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, stoppedAt + 3_000 - Date.now())));
       expect(existsSync(path.join(root, 'first', NS))).toBe(false);
-      expect(await execWorkDir('after-stop')).toBe(workspace.workspaceDir);
+      expect(await execWorkDir(NS, 'after-stop')).toBe(workspace.workspaceDir);
     } finally {
       await second.stop();
     }
@@ -61,7 +47,7 @@ describe('the sandbox exec registrar', () => {
 
   it('kills the processes kwok started for the pods when it stops, and waits until they are gone', async () => {
     const registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: path.join(root, 'kills') });
-    await kubectlOk(['create', '-f', '-'], { input: sandboxPod('running') });
+    await createSandboxPod(NS, 'running');
     const workspace = await registrar.waitForWorkspace(NS, 'running');
     // As kwok starts an exec: the Exec object's environment, which names the pod's home.
     const toolbox = spawn('sleep', ['60'], { env: { ...process.env, CHAMVI_HOME: workspace.homeDir }, stdio: 'ignore' });

@@ -9,18 +9,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterEach, expect, it } from 'vitest';
-import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
 import { findRedisServer, redisServerConfig, startRedisServer } from '../../operator/src/cli/local/redis-server-process.ts';
-import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
-import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
-import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
-import { startAgentRuntime, type AgentRuntime } from '../../operator/src/workers/agent-runtime.ts';
-import type { RunResources } from '../../operator/src/workers/run-resources.ts';
-import type { TranscriptWriter } from '../../operator/src/workers/transcript-writer.ts';
+import type { AgentRuntime } from '../../operator/src/workers/agent-runtime.ts';
+import { startAgentRuntimeOnRedis } from '../support/agent-runtime-on-redis.ts';
 import { commandsByName } from '../support/redis-command-stats.ts';
 
 const cleanups: Array<() => unknown> = [];
@@ -28,32 +22,8 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const logger = {
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return logger;
-  },
-};
-
 function runtimeOn(redisUrl: string): AgentRuntime {
-  const kube = { getRun: async () => undefined } as unknown as KubeGateway;
-  const runtime = startAgentRuntime({
-    config: localOperatorConfig(redisUrl, `redis-down-${Date.now()}`),
-    kubeConfig: new KubeConfig(),
-    kube,
-    events: new EventRecorder(kube, 'test', logger),
-    metrics: new OperatorMetrics({ defaultMetrics: false }),
-    logger,
-    sandboxFor: () => {
-      throw new Error('no job gets as far as a sandbox here');
-    },
-    callingPolicy: DEFAULT_CALLING_POLICY,
-    callingPolicyDependencies: createSystemCallingPolicyDependencies(),
-    resources: {} as RunResources,
-    transcript: { append: async () => undefined } satisfies TranscriptWriter,
-  });
+  const runtime = startAgentRuntimeOnRedis(redisUrl, `redis-down-${Date.now()}`);
   cleanups.push(() => runtime.close());
   return runtime;
 }

@@ -4,18 +4,12 @@
 // once the job they hold has ended, so a rollout neither starts steps it will cut nor cuts the
 // ones it has. The held job is a prepare whose read of the run waits for the test. With Redis
 // gone (helm uninstall deletes the bundled one beside the operator) the stop still ends.
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
 import { startRedisServer } from '../../operator/src/cli/local/redis-server-process.ts';
-import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
-import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
-import { startAgentRuntime, type AgentRuntime } from '../../operator/src/workers/agent-runtime.ts';
-import type { RunResources } from '../../operator/src/workers/run-resources.ts';
-import type { TranscriptWriter } from '../../operator/src/workers/transcript-writer.ts';
+import type { AgentRuntime } from '../../operator/src/workers/agent-runtime.ts';
+import { startAgentRuntimeOnRedis } from '../support/agent-runtime-on-redis.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
 
 const server = redisServerForSuite();
@@ -26,15 +20,6 @@ afterEach(async () => {
   runtime = undefined;
 });
 
-const logger = {
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return logger;
-  },
-};
-
 const run = (name: string) => ({ metadata: { namespace: 'team', name, uid: `uid-${name}` } }) as ParsedCodingRun;
 
 async function until(condition: () => boolean, what: string): Promise<void> {
@@ -43,24 +28,6 @@ async function until(condition: () => boolean, what: string): Promise<void> {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-function runtimeOn(redisUrl: string, prefix: string, kube: KubeGateway): AgentRuntime {
-  return startAgentRuntime({
-    config: localOperatorConfig(redisUrl, prefix),
-    kubeConfig: new KubeConfig(),
-    kube,
-    events: new EventRecorder(kube, 'test', logger),
-    metrics: new OperatorMetrics({ defaultMetrics: false }),
-    logger,
-    sandboxFor: () => {
-      throw new Error('no job gets as far as a sandbox here');
-    },
-    callingPolicy: DEFAULT_CALLING_POLICY,
-    callingPolicyDependencies: createSystemCallingPolicyDependencies(),
-    resources: {} as RunResources,
-    transcript: { append: async () => undefined } satisfies TranscriptWriter,
-  });
 }
 
 it('takes no job after stopTakingJobs, and answers once the job it holds has ended', async () => {
@@ -76,7 +43,7 @@ it('takes no job after stopTakingJobs, and answers once the job it holds has end
       return name === 'held' ? held : undefined;
     },
   } as unknown as KubeGateway;
-  runtime = runtimeOn(server.url, prefix, kube);
+  runtime = startAgentRuntimeOnRedis(server.url, prefix, kube);
   await runtime.runAgent.start(run('held'), 'pod-held');
   await until(() => reads.includes('held'), 'the worker to take the held job');
 
@@ -102,8 +69,7 @@ it('takes no job after stopTakingJobs, and answers once the job it holds has end
 
 it('stops, and closes, with Redis gone and no job in hand (BullMQ close alone never answers then)', async () => {
   const gone = await startRedisServer(process.env);
-  const kube = { getRun: async () => undefined } as unknown as KubeGateway;
-  const stopping = runtimeOn(gone.url, `redis-gone-${Date.now()}`, kube);
+  const stopping = startAgentRuntimeOnRedis(gone.url, `redis-gone-${Date.now()}`);
   // The worker polls Redis (its blocking fetch) before Redis goes. The count is asked only once
   // the queue's connection is ready (redis-probe.ts), so it is asked until it answers.
   let depth: Record<string, number> | undefined;

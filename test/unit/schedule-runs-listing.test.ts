@@ -37,20 +37,25 @@ const run = (name: string, at: number, phase?: string) => ({
   ...(phase ? { status: { phase } } : {}),
 });
 const making = { spec: schedule.spec, runSpec: { task: 'real', repository: { url: 'x' } } } as unknown as ScheduleMaking;
+/** The run the schedule made for time `at`, under the name it gives it. */
+const scheduledRun = (at: number, phase?: string) => run(scheduledRunName('nightly', new Date(at)), at, phase);
+/** Three finished runs planted under the schedule's name, each newer than T. */
+const plantedFailed = () => [1, 2, 3].map((index) => run(`nightly-zzzz${index}`, T + index * 1000, 'Failed'));
+/** One page holding `runs`, listed keeping three. */
+const listKeepingThree = (runs: object[]) =>
+  listRunsOfSchedule({
+    kube: { listScheduleRuns: async () => runs as unknown as ScheduleRunPage },
+    schedule,
+    making,
+    now: NOW,
+    pageLimit: 10,
+    keep: 3,
+  });
 
 describe('listRunsOfSchedule past the runs it keeps', () => {
   it('keeps the active run when newer finished runs would fill what it keeps', async () => {
-    const going = run(scheduledRunName('nightly', new Date(T)), T, 'Running');
-    const planted = [1, 2, 3].map((index) => run(`nightly-zzzz${index}`, T + index * 1000, 'Failed'));
-    const page = [going, ...planted] as unknown as ScheduleRunPage;
-    const listed = await listRunsOfSchedule({
-      kube: { listScheduleRuns: async () => page },
-      schedule,
-      making,
-      now: NOW,
-      pageLimit: 10,
-      keep: 3,
-    });
+    const going = scheduledRun(T, 'Running');
+    const listed = await listKeepingThree([going, ...plantedFailed()]);
 
     const kept = [...listed.runs, ...listed.foreign].map((each) => each.name);
     expect(kept).toContain(going.metadata.name);
@@ -59,20 +64,9 @@ describe('listRunsOfSchedule past the runs it keeps', () => {
   });
 
   it('leaves out runs for a time still to come: unfinished ones planted for 9999 do not push the running run out', async () => {
-    const going = run(scheduledRunName('nightly', new Date(T)), T, 'Running');
-    const planted = [1, 2, 3].map((minute) => {
-      const at = Date.UTC(9999, 0, 1, 0, minute);
-      return run(scheduledRunName('nightly', new Date(at)), at, 'Pending');
-    });
-    const page = [going, ...planted] as unknown as ScheduleRunPage;
-    const listed = await listRunsOfSchedule({
-      kube: { listScheduleRuns: async () => page },
-      schedule,
-      making,
-      now: NOW,
-      pageLimit: 10,
-      keep: 3,
-    });
+    const going = scheduledRun(T, 'Running');
+    const planted = [1, 2, 3].map((minute) => scheduledRun(Date.UTC(9999, 0, 1, 0, minute), 'Pending'));
+    const listed = await listKeepingThree([going, ...planted]);
 
     expect(listed.runs.map((each) => each.name)).toEqual([going.metadata.name]);
     expect(listed.uids.has(planted[0]!.metadata.name)).toBe(false);
@@ -81,17 +75,8 @@ describe('listRunsOfSchedule past the runs it keeps', () => {
 
   it('keeps a run the schedule made that has no phase yet before finished runs planted newer', async () => {
     // Found an hour after it was made (an operator outage): unfinished, it holds the schedule.
-    const waiting = run(scheduledRunName('nightly', new Date(T)), T);
-    const planted = [1, 2, 3].map((index) => run(`nightly-zzzz${index}`, T + index * 1000, 'Failed'));
-    const page = [waiting, ...planted] as unknown as ScheduleRunPage;
-    const listed = await listRunsOfSchedule({
-      kube: { listScheduleRuns: async () => page },
-      schedule,
-      making,
-      now: NOW,
-      pageLimit: 10,
-      keep: 3,
-    });
+    const waiting = scheduledRun(T);
+    const listed = await listKeepingThree([waiting, ...plantedFailed()]);
 
     expect(listed.runs.map((each) => [each.name, each.phase])).toEqual([[waiting.metadata.name, undefined]]);
     expect(listed.leftOut).toBe(1);
