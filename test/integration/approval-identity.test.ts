@@ -123,6 +123,39 @@ const answer = (who: string, name: string, approver: string, extra: string[] = [
     ...extra,
   ]);
 
+/** Writes the run's status as the operator would (no operator runs here): a merge patch of the subresource. */
+const patchStatus = (name: string, status: object) =>
+  ok(['patch', 'crun', name, '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+
+/** A run of WRITER's that continues run `first` (spec.continueFrom), as YAML to create. */
+function continuing(name: string): string {
+  const follow = run(name, { [CREATOR_ANNOTATION]: WRITER });
+  return stringify({ ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } });
+}
+
+/** A run of WRITER's made from the CodingRunTemplate `template` (spec.templateRef). */
+const fromTemplate = (name: string, template: string) => ({
+  ...run(name, { [CREATOR_ANNOTATION]: WRITER }),
+  spec: { templateRef: { name: template } },
+});
+
+/** Approves run `name` as user `who` of group `group`, naming `who` as the approver. */
+const approveAsGroupMember = (group: string, name: string, who: string) =>
+  kubectl([
+    'annotate',
+    'crun',
+    name,
+    '-n',
+    NS,
+    `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve"}`,
+    `${APPROVER_ANNOTATION}=${who}`,
+    '--overwrite',
+    '--as',
+    who,
+    '--as-group',
+    group,
+  ]);
+
 /** Makes the run look as the operator leaves one waiting for approval (no operator runs here). */
 async function waitingForApproval(name: string): Promise<void> {
   const input = '{"command":"make test"}';
@@ -134,17 +167,7 @@ async function waitingForApproval(name: string): Promise<void> {
     inputSha256: createHash('sha256').update(input).digest('hex'),
     requestedAt: new Date().toISOString(),
   };
-  await ok([
-    'patch',
-    'crun',
-    name,
-    '-n',
-    NS,
-    '--subresource=status',
-    '--type=merge',
-    '-p',
-    JSON.stringify({ status: { phase: 'WaitingForApproval', pendingApproval } }),
-  ]);
+  await patchStatus(name, { phase: 'WaitingForApproval', pendingApproval });
 }
 
 /** A kubeconfig holding a real token of the ServiceAccount: the plugin runs as that user, not as the admin. */
@@ -318,6 +341,48 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await answer(APPROVER, 'sod', APPROVER)).code).toBe(0);
   });
 
+  it('the creator may not erase an answer either; an approver still answers and clears it, and the operator still sets its finalizer', async () => {
+    expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('sod-erase', { [CREATOR_ANNOTATION]: EDITOR })))).code).toBe(0);
+    await waitingForApproval('sod-erase');
+    expect((await answer(APPROVER, 'sod-erase', APPROVER)).code).toBe(0);
+    const denied = await annotationsOf('sod-erase');
+    // Removing both annotations named nobody and answered nothing, so the creator erased a deny before the operator read it.
+    const erased = await as(EDITOR, ['annotate', 'crun', 'sod-erase', '-n', NS, `${APPROVAL_ANNOTATION}-`, `${APPROVER_ANNOTATION}-`]);
+    expect(erased.code).not.toBe(0);
+    expect(erased.stderr).toContain(`"${EDITOR}" created this CodingRun and may not answer its approvals`);
+    // Either one alone leaves an answer that does not name the creator, who sent it.
+    for (const removed of [APPROVAL_ANNOTATION, APPROVER_ANNOTATION]) {
+      const half = await as(EDITOR, ['annotate', 'crun', 'sod-erase', '-n', NS, `${removed}-`]);
+      expect(half.code).not.toBe(0);
+      expect(half.stderr).toMatch(/may not answer its approvals|must name who gives it/);
+    }
+    expect(await annotationsOf('sod-erase')).toEqual(denied);
+    // The operator writes none of these annotations: its finalizer goes on and off beside an answer.
+    for (const finalizers of [['chamvi.dev/cleanup'], null]) {
+      const finalizing = JSON.stringify({ metadata: { finalizers } });
+      const patched = await as(OPERATOR, ['patch', 'crun', 'sod-erase', '-n', NS, '--type=merge', '-p', finalizing]);
+      expect(patched.stderr).toBe('');
+      expect(patched.code).toBe(0);
+    }
+    // Another approver answers anew, and may take their answer back.
+    const approved = await as(APPROVER, [
+      'annotate',
+      'crun',
+      'sod-erase',
+      '-n',
+      NS,
+      `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve","sha256":"${'0'.repeat(64)}"}`,
+      `${APPROVER_ANNOTATION}=${APPROVER}`,
+      '--overwrite',
+    ]);
+    expect(approved.stderr).toBe('');
+    expect(approved.code).toBe(0);
+    const cleared = await as(APPROVER, ['annotate', 'crun', 'sod-erase', '-n', NS, `${APPROVAL_ANNOTATION}-`, `${APPROVER_ANNOTATION}-`]);
+    expect(cleared.stderr).toBe('');
+    expect(cleared.code).toBe(0);
+    expect(await annotationsOf('sod-erase')).not.toHaveProperty(APPROVAL_ANNOTATION);
+  });
+
   it("a ServiceAccount of the run's namespace may not answer, though it may approve: its run authors can act as it", async () => {
     expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('sod-deployer', { [CREATOR_ANNOTATION]: EDITOR })))).code).toBe(0);
     await waitingForApproval('sod-deployer');
@@ -457,7 +522,7 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await answer(APPROVER, 'from-template', APPROVER)).code).toBe(0);
     // A run a person creates with spec.templateRef: the operator records the template's writer
     // in status.template when it accepts the run (run-template.ts), written here as it would.
-    const own = { ...run('names-template', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'deps' } } };
+    const own = fromTemplate('names-template', 'deps');
     expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
     // Until then nobody may answer: the policy cannot tell the template's writer from anyone else.
     await waitingForApproval('names-template');
@@ -468,17 +533,7 @@ describe('#15.5 separation of duties, when configured', () => {
     );
     expect((await answer(APPROVER, 'names-template', APPROVER)).stderr).toContain('has not yet recorded who wrote it');
     expect((await annotationsOf('names-template'))[APPROVAL_ANNOTATION]).toBeUndefined();
-    await ok([
-      'patch',
-      'crun',
-      'names-template',
-      '-n',
-      NS,
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ status: { template: { name: 'deps', writtenBy: EDITOR, spec: {} } } }),
-    ]);
+    await patchStatus('names-template', { template: { name: 'deps', writtenBy: EDITOR, spec: {} } });
     await waitingForApproval('names-template');
     const recordedWriter = await answer(EDITOR, 'names-template', EDITOR);
     expect(recordedWriter.stderr).toContain(`"${EDITOR}" wrote the CodingRunTemplate this CodingRun was made from and may not answer`);
@@ -488,26 +543,14 @@ describe('#15.5 separation of duties, when configured', () => {
   it('who wrote the run a run continues (spec.continueFrom) may not answer it, once the operator has recorded them, nor anyone before', async () => {
     // Alice wrote `first`; Carol continues it. The operator records Alice when it accepts
     // Carol's run (continue-from-pin.ts), written here as it would.
-    const follow = { ...run('continues', { [CREATOR_ANNOTATION]: WRITER }) };
-    const continues = { ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } };
-    expect((await as(WRITER, ['create', '-f', '-'], stringify(continues))).code).toBe(0);
+    expect((await as(WRITER, ['create', '-f', '-'], continuing('continues'))).code).toBe(0);
     await waitingForApproval('continues');
     const early = await answer(APPROVER, 'continues', APPROVER);
     expect(early.code).not.toBe(0);
     expect(early.stderr).toContain('continues CodingRun first, and the operator has not yet recorded who wrote it (status.continuedFrom)');
     expect((await annotationsOf('continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
     const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: ['someone-else', EDITOR] };
-    await ok([
-      'patch',
-      'crun',
-      'continues',
-      '-n',
-      NS,
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ status: { continuedFrom } }),
-    ]);
+    await patchStatus('continues', { continuedFrom });
     const sourceWriter = await answer(EDITOR, 'continues', EDITOR);
     expect(sourceWriter.code).not.toBe(0);
     expect(sourceWriter.stderr).toContain(
@@ -532,35 +575,15 @@ describe('#15.5 separation of duties, when configured', () => {
     // The operator recorded the source's writer as it records every name: its first 512 characters.
     const long = `dana-${'x'.repeat(600)}`;
     await ok(['create', 'rolebinding', 'long-names-approve', '-n', NS, '--clusterrole=chamvi-approver', '--group=long-names']);
-    const follow = run('continues-long', { [CREATOR_ANNOTATION]: WRITER });
-    expect(
-      (await as(WRITER, ['create', '-f', '-'], stringify({ ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } }))).code,
-    ).toBe(0);
-    const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: [long.slice(0, 512)] };
-    const status = JSON.stringify({ status: { continuedFrom } });
-    await ok(['patch', 'crun', 'continues-long', '-n', NS, '--subresource=status', '--type=merge', '-p', status]);
+    expect((await as(WRITER, ['create', '-f', '-'], continuing('continues-long'))).code).toBe(0);
+    await patchStatus('continues-long', { continuedFrom: { name: 'first', uid: 'uid-first', writtenBy: [long.slice(0, 512)] } });
     await waitingForApproval('continues-long');
-    const asLong = (who: string) =>
-      kubectl([
-        'annotate',
-        'crun',
-        'continues-long',
-        '-n',
-        NS,
-        `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve"}`,
-        `${APPROVER_ANNOTATION}=${who}`,
-        '--overwrite',
-        '--as',
-        who,
-        '--as-group',
-        'long-names',
-      ]);
-    const refused = await asLong(long);
+    const refused = await approveAsGroupMember('long-names', 'continues-long', long);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('characters long, over the 512 the operator records of the writers who may not answer');
     expect((await annotationsOf('continues-long'))[APPROVAL_ANNOTATION]).toBeUndefined();
     // Someone else, of the same group, with a name of a usual length, may.
-    expect((await asLong('erin')).code).toBe(0);
+    expect((await approveAsGroupMember('long-names', 'continues-long', 'erin')).code).toBe(0);
   });
 
   it('a writer with an emoji name, which the operator records as given, may not answer: a cut inside a pair matched nobody', async () => {
@@ -568,47 +591,19 @@ describe('#15.5 separation of duties, when configured', () => {
     // units ended in half a pair, stored as U+FFFD, and the writer answered.
     const emoji = `u${'😀'.repeat(300)}`;
     await ok(['create', 'rolebinding', 'emoji-names-approve', '-n', NS, '--clusterrole=chamvi-approver', '--group=emoji-names']);
-    const asEmojiGroup = (name: string, who: string) =>
-      kubectl([
-        'annotate',
-        'crun',
-        name,
-        '-n',
-        NS,
-        `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"approve"}`,
-        `${APPROVER_ANNOTATION}=${who}`,
-        '--overwrite',
-        '--as',
-        who,
-        '--as-group',
-        'emoji-names',
-      ]);
     // The source run's creator, recorded by the operator's own code (continue-from-pin.ts writersOf).
     const source = codingRunFixture({
       metadata: { name: 'first', namespace: NS, uid: 'uid-first', annotations: { [CREATOR_ANNOTATION]: emoji } },
     });
-    const follow = run('continues-emoji', { [CREATOR_ANNOTATION]: WRITER });
-    expect(
-      (await as(WRITER, ['create', '-f', '-'], stringify({ ...follow, spec: { ...follow.spec, continueFrom: { name: 'first' } } }))).code,
-    ).toBe(0);
+    expect((await as(WRITER, ['create', '-f', '-'], continuing('continues-emoji'))).code).toBe(0);
     const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: writersOf(source) };
-    await ok([
-      'patch',
-      'crun',
-      'continues-emoji',
-      '-n',
-      NS,
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ status: { continuedFrom } }),
-    ]);
+    await patchStatus('continues-emoji', { continuedFrom });
     await waitingForApproval('continues-emoji');
-    const sourceWriter = await asEmojiGroup('continues-emoji', emoji);
+    const sourceWriter = await approveAsGroupMember('emoji-names', 'continues-emoji', emoji);
     expect(sourceWriter.code).not.toBe(0);
     expect(sourceWriter.stderr).toContain('wrote the task of CodingRun first this CodingRun continues from');
     expect((await annotationsOf('continues-emoji'))[APPROVAL_ANNOTATION]).toBeUndefined();
-    expect((await asEmojiGroup('continues-emoji', 'erin')).code).toBe(0);
+    expect((await approveAsGroupMember('emoji-names', 'continues-emoji', 'erin')).code).toBe(0);
     // The template's writer, recorded by the operator's own code (run-template.ts withTemplate).
     const template: CodingRunTemplate = {
       apiVersion: 'chamvi.dev/v1alpha1',
@@ -616,35 +611,24 @@ describe('#15.5 separation of duties, when configured', () => {
       metadata: { name: 'deps', namespace: NS, annotations: { [CREATOR_ANNOTATION]: emoji } },
       spec: { task: 'Update the dependencies' } as CodingRunTemplate['spec'],
     };
-    const own = { ...run('names-template-emoji', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'deps' } } };
+    const own = fromTemplate('names-template-emoji', 'deps');
     expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
     const recorded = withTemplate(codingRunFixture({ metadata: own.metadata, spec: own.spec as never }), template).status?.template;
     expect(recorded?.writtenBy).toBeDefined();
-    const status = JSON.stringify({ status: { template: { ...recorded, spec: {} } } });
-    await ok(['patch', 'crun', 'names-template-emoji', '-n', NS, '--subresource=status', '--type=merge', '-p', status]);
+    await patchStatus('names-template-emoji', { template: { ...recorded, spec: {} } });
     await waitingForApproval('names-template-emoji');
-    const templateWriter = await asEmojiGroup('names-template-emoji', emoji);
+    const templateWriter = await approveAsGroupMember('emoji-names', 'names-template-emoji', emoji);
     expect(templateWriter.code).not.toBe(0);
     expect(templateWriter.stderr).toContain('wrote the CodingRunTemplate this CodingRun was made from and may not answer');
-    expect((await asEmojiGroup('names-template-emoji', 'erin')).code).toBe(0);
+    expect((await approveAsGroupMember('emoji-names', 'names-template-emoji', 'erin')).code).toBe(0);
   });
 
   it("a run whose template sets continueFrom takes no answer before the operator records the source's writers", async () => {
     // spec.continueFrom comes from the template (status.template.spec), not the run's own spec.
-    const own = { ...run('template-continues', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'follow-up' } } };
+    const own = fromTemplate('template-continues', 'follow-up');
     expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
     const template = { name: 'follow-up', writtenBy: EDITOR, spec: { task: 'Go on', continueFrom: { name: 'first' } } };
-    await ok([
-      'patch',
-      'crun',
-      'template-continues',
-      '-n',
-      NS,
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ status: { template } }),
-    ]);
+    await patchStatus('template-continues', { template });
     await waitingForApproval('template-continues');
     const early = await answer(APPROVER, 'template-continues', APPROVER);
     expect(early.code).not.toBe(0);
@@ -654,17 +638,7 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await annotationsOf('template-continues'))[APPROVAL_ANNOTATION]).toBeUndefined();
     // Once recorded, the source's writers are refused and anyone else may answer.
     const continuedFrom = { name: 'first', uid: 'uid-first', writtenBy: [DEPLOYER] };
-    await ok([
-      'patch',
-      'crun',
-      'template-continues',
-      '-n',
-      NS,
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ status: { continuedFrom } }),
-    ]);
+    await patchStatus('template-continues', { continuedFrom });
     expect((await answer(APPROVER, 'template-continues', APPROVER)).code).toBe(0);
   });
 });

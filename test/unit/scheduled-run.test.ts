@@ -183,6 +183,30 @@ describe('scheduledRunObject', () => {
     });
   });
 
+  it('copies no approval, approver or cancel from the run template: a run is answered only once it waits', () => {
+    // Copied, one approval in the schedule answered s1-c1 of every run it made, in a name its author chose.
+    const answering = schedule({
+      templateRef: { name: 'deps' },
+      runTemplate: {
+        metadata: {
+          annotations: {
+            'chamvi.dev/approval':
+              '{"id":"s1-c1","decision":"approve","sha256":"0000000000000000000000000000000000000000000000000000000000000000"}',
+            'chamvi.dev/approver': 'bob',
+            'chamvi.dev/cancel': '{"reason":"x"}',
+            note: 'kept',
+          },
+        },
+        spec: { task: 'x' },
+      },
+    });
+    const at = new Date('2026-06-01T03:00:00Z');
+    expect(scheduledRunObject(owner, answering, { task: 'x' } as never, at).metadata.annotations).toEqual({
+      note: 'kept',
+      'chamvi.dev/scheduled-at': '2026-06-01T03:00:00.000Z',
+    });
+  });
+
   it("names the template's recorded writer too, never one the schedule's run template names", () => {
     // Separation of duties: whoever wrote the template wrote the run's task as much as the schedule's writer.
     const posing = schedule({

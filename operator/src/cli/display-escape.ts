@@ -98,7 +98,6 @@ const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800\\u{16FE4}\\u{1D159
 // blanks, so none was counted and 12 750 blanks pushed `curl … | sh #` off the screen. Kept
 // apart from BLANK (the Hangul fillers are both), so that a run is read one way only.
 const INVISIBLE = `(?:(?!${BLANK})[\\p{Cf}\\p{Default_Ignorable_Code_Point}])`;
-const BLANK_RUNS = new RegExp(`(?:${BLANK}${INVISIBLE}*){${BLANK_RUN},}`, 'gu');
 const IS_BLANK = new RegExp(`^${BLANK}$`, 'u');
 /** Blank lines this many or more in a row are shown counted (blankRunsCounted). */
 export const BLANK_LINE_RUN = 3;
@@ -108,13 +107,81 @@ const PLAIN_BLANK = /[ \t]/u;
 const NAMED_KINDS = 8;
 
 /**
+ * Runs of blanks a few characters apart are one stretch (blankRunsCounted), whatever those
+ * characters are: a run broke at any character but those that show as nothing, and 1000 times
+ * 15 spaces and a combining acute accent (U+0301), or a '.', held no run of 16 blanks and
+ * scrolled `curl … | sh #` off the screen. Two runs are of one stretch when at most STRETCH_GAP
+ * characters lie between them, none a blank or a line break (a real one, or JSON's `\n`: the
+ * rows of a table written to a file stay apart), and each run has STRETCH_RUN_RATIO blanks or more for
+ * every one of those characters; so a stretch is three quarters blank or more, and words one
+ * space apart (`a b c`) or a table's cells (`| 1            | 2 |`: one blank after each bar)
+ * are none. A stretch of STRETCH_BLANKS blanks or more is counted as one run is.
+ */
+export const STRETCH_GAP = 3;
+export const STRETCH_RUN_RATIO = 3;
+/** Twice BLANK_RUN: an aligned table's row stays as written, a screen's width of blanks does not. */
+export const STRETCH_BLANKS = 2 * BLANK_RUN;
+// A run of blanks: a blank, then blanks and characters that show as nothing. Only runs of
+// STRETCH_RUN_RATIO blanks or more can be of a stretch, and only longer ones are counted alone:
+// the shorter ones, a space between two words, are left to the gaps (and break a stretch
+// there), so that prose a megabyte long is not taken apart a word at a time.
+const BLANK_RUN_PATTERN = new RegExp(`(?:${BLANK}${INVISIBLE}*){${STRETCH_RUN_RATIO},}`, 'gu');
+const BREAKS_STRETCH = new RegExp(`[\\n\\r]|\\\\[nr]|${BLANK}`, 'u');
+/** How much of what lies between a stretch's runs is quoted in its count. */
+const STRETCH_QUOTED = 40;
+
+interface BlankRun {
+  start: number;
+  end: number;
+  blanks: number;
+}
+
+/** The runs of blanks in text, grouped into stretches. O(n): a diff can be megabytes. */
+function blankStretches(text: string): BlankRun[][] {
+  const stretches: BlankRun[][] = [];
+  let current: BlankRun[] = [];
+  for (const match of text.matchAll(BLANK_RUN_PATTERN)) {
+    const run = { start: match.index, end: match.index + match[0].length, blanks: countBlanks(match[0]) };
+    const previous = current.at(-1);
+    if (previous && !sameStretch(previous, run, text.slice(previous.end, run.start))) {
+      stretches.push(current);
+      current = [];
+    }
+    current.push(run);
+  }
+  if (current.length > 0) stretches.push(current);
+  return stretches;
+}
+
+function sameStretch(previous: BlankRun, next: BlankRun, gap: string): boolean {
+  if (gap.length > 2 * STRETCH_GAP || BREAKS_STRETCH.test(gap)) return false;
+  // In code points: an emoji (a surrogate pair) separates as one character does.
+  const characters = [...gap].length;
+  return characters <= STRETCH_GAP && Math.min(previous.blanks, next.blanks) >= STRETCH_RUN_RATIO * characters;
+}
+
+function countBlanks(run: string): number {
+  let blanks = 0;
+  for (const character of run) if (IS_BLANK.test(character)) blanks += 1;
+  return blanks;
+}
+
+/** Counted: one run of BLANK_RUN blanks or more, or a stretch of several runs with STRETCH_BLANKS or more. */
+function isCounted(stretch: readonly BlankRun[]): boolean {
+  const blanks = stretch.reduce((sum, run) => sum + run.blanks, 0);
+  return stretch.length === 1 ? blanks >= BLANK_RUN : blanks >= STRETCH_BLANKS;
+}
+
+/**
  * An approval's input as a person is shown it: every run of BLANK_RUN or more blanks as
  * `<N blanks>`, naming the blanks other than spaces and tabs in it (`<3000 blanks including
  * U+00A0>`: they do not split a shell word as a space does), and the characters that show as
  * nothing among them (`<12751 blanks, with 850 invisible characters (U+180B)>`). A command such
  * as `curl … | sh #` followed by thousands of blanks and `npm test` left only `npm test` on the
- * screen above the question. Run it before escapeForDisplay, which would turn U+3164 into
- * text. The approval binds the input's sha256, not what is shown.
+ * screen above the question. Runs a few characters apart are counted as one stretch when it
+ * is long and mostly blank (blankStretches), quoting what lay between them: `<15000 blanks,
+ * between them 999 other characters (U+002E): " . . …">`. Run it before escapeForDisplay,
+ * which would turn U+3164 into text. The approval binds the input's sha256, not what is shown.
  *
  * Blank lines too: every run of BLANK_LINE_RUN or more lines that show as nothing is one line
  * `<N blank lines>` (naming the characters in them other than spaces, tabs and CRs). In code
@@ -146,19 +213,48 @@ export function blankRunsCounted(text: string): { text: string; runs: number } {
       start += 1;
     }
   }
-  const shown = kept.join('\n').replace(BLANK_RUNS, (run) => {
+  const joined = kept.join('\n');
+  // What a run, or a stretch of runs, is shown as: its blanks counted, those other than spaces
+  // and tabs named, what shows as nothing among them counted and named, and what stood between
+  // the runs of a stretch counted, named and quoted, each run as one space (where bash splits
+  // it), so that nothing that would run is hidden in the count.
+  const counted = (stretch: readonly BlankRun[]) => {
     runs += 1;
-    const characters = [...run];
-    const blanks = characters.filter((character) => IS_BLANK.test(character));
-    const invisible = characters.filter((character) => !IS_BLANK.test(character));
+    const inRuns = stretch.flatMap((run) => [...joined.slice(run.start, run.end)]);
+    const between = stretch.slice(1).map((run, index) => joined.slice(stretch[index]!.end, run.start));
+    const blanks = inRuns.filter((character) => IS_BLANK.test(character));
     const others = blanks.filter((blank) => !PLAIN_BLANK.test(blank));
+    const invisible = inRuns.filter((character) => !IS_BLANK.test(character));
+    const separating = [...between.join('')];
     const including = others.length > 0 ? ` including ${names(others)}` : '';
     const among =
       invisible.length > 0
         ? `, with ${invisible.length} invisible character${invisible.length === 1 ? '' : 's'} (${names(invisible)})`
         : '';
-    return `<${blanks.length} blanks${including}${among}>`;
-  });
+    const quoted = [...` ${between.join(' ')} `];
+    const apart =
+      separating.length > 0
+        ? `, between them ${separating.length} other character${separating.length === 1 ? '' : 's'} (${names(separating)}): ` +
+          `"${quoted.slice(0, STRETCH_QUOTED).join('')}${quoted.length > STRETCH_QUOTED ? '…' : ''}"`
+        : '';
+    return `<${blanks.length} blanks${including}${among}${apart}>`;
+  };
+  let shown = '';
+  let at = 0;
+  for (const stretch of blankStretches(joined)) {
+    if (isCounted(stretch)) {
+      shown += joined.slice(at, stretch[0]!.start) + counted(stretch);
+      at = stretch.at(-1)!.end;
+      continue;
+    }
+    // A stretch too short to count still holds its long runs.
+    for (const run of stretch) {
+      if (run.blanks < BLANK_RUN) continue;
+      shown += joined.slice(at, run.start) + counted([run]);
+      at = run.end;
+    }
+  }
+  shown += joined.slice(at);
   return { text: shown, runs };
 }
 

@@ -10,6 +10,7 @@ import { ApprovalNotWrittenError } from './errors/approval-not-written-error.ts'
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import { pendingApprovalLines, RunTable, runRow, type RunRow } from './format-runs.ts';
+import { longInputReminder } from './long-input-reminder.ts';
 import { helpText } from './help-text.ts';
 import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
@@ -157,6 +158,9 @@ function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): nu
   }
   io.err(`${pending.toolName} call ${pending.id}: ${input.bytes} bytes, sha256 ${input.sha256}`);
   if (io.stdoutIsTerminal ?? process.stdout.isTTY === true) {
+    // Its start again right above the command, as get NAME says it above "Answer with:": what stdout showed may have scrolled it away.
+    const reminder = longInputReminder(`${pending.toolName} call ${pending.id}`, input.text, blankRunsCounted(input.text).text);
+    if (reminder !== undefined) io.err(reminder);
     io.err(`to approve exactly this input of this run: ${approveCommand(run, namespace, pending, input.sha256)}`);
     return 0;
   }

@@ -3,6 +3,7 @@
 import type { CodingRun } from '../api/index.ts';
 import { approveCommand, denyCommand, pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
 import { blankRunsCounted, collapsedBlanks } from './display-escape.ts';
+import { longInputReminder } from './long-input-reminder.ts';
 
 export interface RunRow {
   namespace: string;
@@ -72,15 +73,28 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
       `To approve it, ${readAll}; or deny it: ${denyCommand(run, namespace, pending)}`,
     ];
   }
+  const call = `${pending.toolName} call ${pending.id}`;
   if (!input.shownByApprove) {
-    const shown = input.text.slice(0, SHOWN_INPUT_MAX_BYTES);
-    return ['', `${header} (too long to show here; the first ${shown.length} characters):`, shown, `... CUT: ${readAll}.`];
+    // Counted too: the first 16 KiB of blanks pushed the start off the screen as a whole input does.
+    const cut = input.text.slice(0, SHOWN_INPUT_MAX_BYTES);
+    const counted = blankRunsCounted(cut);
+    const shown = counted.text;
+    return [
+      '',
+      `${header} (too long to show here; the first ${cut.length} characters${counted.runs > 0 ? ', long runs of blanks shown counted' : ''}):`,
+      shown,
+      ...optional(longInputReminder(call, input.text, shown)),
+      `... CUT: ${readAll}.`,
+    ];
   }
   const counted = blankRunsCounted(input.text);
   return [
     '',
     `${header}, sha256 ${input.sha256}${counted.runs > 0 ? `, long runs of blanks shown counted` : ''}:`,
     counted.text,
+    // Said again right above the command, as run --local says it above its question: the input
+    // may have scrolled its start away (long-input-reminder.ts).
+    ...optional(longInputReminder(call, input.text, counted.text)),
     // With the sha256 of what was shown and the uid of the run shown: an approve that took
     // whatever is pending when it runs (after a timeout, another input) approved unseen input,
     // and one bound by name only reached a run re-created under it since, whose first call is
@@ -88,6 +102,8 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
     `Answer with: ${approveCommand(run, namespace, pending, input.sha256)}   (or: ${denyCommand(run, namespace, pending)})`,
   ];
 }
+
+const optional = (line: string | undefined): string[] => (line === undefined ? [] : [line]);
 
 export function runRow(run: CodingRun, now: Date): RunRow {
   const status = run.status ?? {};

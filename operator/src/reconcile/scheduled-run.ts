@@ -13,7 +13,15 @@ import {
   type CodingSchedule,
   type CodingScheduleSpec,
 } from '../api/coding-schedule.ts';
-import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, creatorOf, templateWriterOf } from './approval-answer.ts';
+import {
+  APPROVAL_ANNOTATION,
+  APPROVER_ANNOTATION,
+  CREATOR_ANNOTATION,
+  TEMPLATE_WRITER_ANNOTATION,
+  creatorOf,
+  templateWriterOf,
+} from './approval-answer.ts';
+import { CANCEL_ANNOTATION } from './cancel-request.ts';
 import { MAX_RUN_BYTES } from './decide.ts';
 import { runBytes } from './run-bytes.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
@@ -93,9 +101,24 @@ function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknow
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
 
-/** The schedule author's own annotations, without the two only the operator writes (who wrote the task). */
+/**
+ * What the schedule's author may not write on a run through spec.runTemplate.metadata: who
+ * wrote the task (only the operator writes those), and the answers a person gives a run once it
+ * waits (an approval with its approver, a cancel). Copied, an approval written once in the
+ * schedule answered the first call of every run it made, in the approver's name the author
+ * chose, before anyone was asked; a cancel ended each run as it began.
+ */
+const NOT_FROM_RUN_TEMPLATE: ReadonlySet<string> = new Set([
+  CREATOR_ANNOTATION,
+  TEMPLATE_WRITER_ANNOTATION,
+  APPROVAL_ANNOTATION,
+  APPROVER_ANNOTATION,
+  CANCEL_ANNOTATION,
+]);
+
+/** The schedule author's own annotations, without those NOT_FROM_RUN_TEMPLATE. */
 const withoutWriters = (annotations: Record<string, string> | undefined) =>
-  Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION && key !== TEMPLATE_WRITER_ANNOTATION));
+  Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => !NOT_FROM_RUN_TEMPLATE.has(key)));
 
 /**
  * The run to create, under the one name it has for its time. `template` is the
