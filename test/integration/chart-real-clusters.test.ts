@@ -141,10 +141,14 @@ describe('the chart on real clusters', () => {
     // Two policies: admissionPolicy (allowRepo and the specs) and approvalPolicy (#15.5, who answers); each has its switch.
     const policies = async (...args: string[]) =>
       (await manifests(...args)).filter((doc) => doc.kind === 'ValidatingAdmissionPolicy').map((doc) => doc.metadata.name as string);
-    expect(await policies('--set', 'admissionPolicy.enabled=false')).toEqual([expect.stringMatching(/-approvals$/)]);
-    expect(await kinds('--set', 'admissionPolicy.enabled=false', '--set', 'approvalPolicy.enabled=false')).not.toContain(
-      'ValidatingAdmissionPolicy',
-    );
+    // The third, the fence on the operator's own writes (operator-write-policy.yaml), has no switch.
+    expect(await policies('--set', 'admissionPolicy.enabled=false')).toEqual([
+      expect.stringMatching(/-approvals$/),
+      expect.stringMatching(/-operator-writes$/),
+    ]);
+    expect(await policies('--set', 'admissionPolicy.enabled=false', '--set', 'approvalPolicy.enabled=false')).toEqual([
+      expect.stringMatching(/-operator-writes$/),
+    ]);
     // Only the version flag, no API versions: what `helm template | kubectl apply` and kustomize's
     // helmCharts render. Chart.yaml's kubeVersion (1.30+) already means ValidatingAdmissionPolicy v1.
     const [versionFlag, version] = templateKubeVersion();
@@ -160,8 +164,10 @@ describe('the chart on real clusters', () => {
     expect(await bare()).toEqual([
       'ValidatingAdmissionPolicy allow-repo',
       'ValidatingAdmissionPolicy approvals',
+      'ValidatingAdmissionPolicy operator-writes',
       'ValidatingAdmissionPolicyBinding allow-repo',
       'ValidatingAdmissionPolicyBinding approvals',
+      'ValidatingAdmissionPolicyBinding operator-writes',
     ]);
     expect(await bare('--set', 'approvalPolicy.separationOfDuties=true')).toEqual(
       expect.arrayContaining(['ValidatingAdmissionPolicy run-owners', 'ValidatingAdmissionPolicyBinding run-owners']),

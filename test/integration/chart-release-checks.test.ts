@@ -67,7 +67,7 @@ describe('the chart refuses values that render a release that does not do what t
     const policies = separated
       .filter((doc) => doc.kind === 'ValidatingAdmissionPolicy')
       .map((doc) => doc.metadata.name.replace(`${RELEASE}-chamvi-operator-`, ''));
-    expect(policies.sort()).toEqual(['allow-repo', 'approvals', 'run-owners']);
+    expect(policies.sort()).toEqual(['allow-repo', 'approvals', 'operator-writes', 'run-owners']);
     // The operator ignores the answers the policy refuses, judged again when it acts on them.
     expect(operatorConfig(separated).approvalSeparationOfDuties).toBe(true);
     expect(operatorConfig(await render()).approvalSeparationOfDuties).toBe(false);

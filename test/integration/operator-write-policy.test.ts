@@ -1,0 +1,460 @@
+// What the operator's own ServiceAccount may write, enforced by the real API server: the chart's
+// RBAC for the operator (templates/rbac.yaml, with watchNamespaces and a warm pool) and its write
+// policy (templates/operator-write-policy.yaml) applied to the local control plane. The operator
+// clones hostile repositories and parses sandbox output; should it run code it was sent, it still
+// makes only pods of its own shape (the namespace's default ServiceAccount, no token, nothing of
+// the host, nothing privileged, its label) and writes only its own ConfigMaps and NetworkPolicies.
+// Every pod the operator's builders make goes through its own gateways with a real token of that
+// ServiceAccount and is admitted; every forbidden write is first seen to pass RBAC alone.
+import { CoreV1Api, KubeConfig, NetworkingV1Api, NodeV1Api, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
+import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { FINISHED_RUNS_CONFIG_MAP } from '../../operator/src/reconcile/finished-runs.ts';
+import { buildIsolationProbePod, buildIsolationProbePolicy } from '../../operator/src/reconcile/isolation-probe-pod.ts';
+import { SANDBOX_DENY_ALL_POLICY, sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { claimPatch, warmPoolNetworkPolicy, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
+import { applyManifests, deleteManifests, type RenderedManifest } from '../support/egress-proxy-release.ts';
+import { chartDir, helm } from '../support/helm.ts';
+import { createPodOwnerRun } from '../support/pod-owner-run.ts';
+
+const NS = 'operator-writes';
+const RELEASE = 'op-writes';
+const OPERATOR = `${RELEASE}-chamvi-operator`;
+const REFUSED = 'the operator may';
+const RUNTIME_CLASS = 'operator-writes-gvisor';
+const pool: WarmPoolConfig = { name: 'pool', namespace: NS, size: 1 };
+const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
+
+type Refusal = { code: number; message: string } | undefined;
+
+/** The policy and its binding (cluster-scoped, removed after the file), and the test's RuntimeClass. */
+let policies: RenderedManifest[] = [];
+let admin: KubeConfig;
+let operatorConfig: KubeConfig;
+let kube: KubeGateway;
+let warmPools: WarmPoolGateway;
+let core: CoreV1Api;
+let networking: NetworkingV1Api;
+let run: ParsedCodingRun;
+
+/** undefined when the write went through, else the API server's refusal. */
+async function attempt(write: () => Promise<unknown>): Promise<Refusal> {
+  try {
+    await write();
+    return undefined;
+  } catch (error) {
+    const refusal = apiRefusal(error);
+    if (!refusal) throw error;
+    return refusal;
+  }
+}
+
+let forbiddenCount = 0;
+
+/** A run's sandbox pod as the operator builds it, under a name of its own. */
+function sandboxPod(): V1Pod {
+  const pod = buildSandboxPod(run, config);
+  forbiddenCount += 1;
+  pod.metadata!.name = `shape-${forbiddenCount}`;
+  return pod;
+}
+
+/** Pods a compromised operator might make in a watched namespace, each changed from its own sandbox pod, with what the policy says. */
+const forbiddenPods: { case: string; forge: (pod: V1Pod) => V1Pod; refused: string }[] = [
+  {
+    case: "a tenant's CI ServiceAccount",
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, serviceAccountName: 'ci' } }),
+    refused: `${REFUSED} make only pods of the namespace's default ServiceAccount with automountServiceAccountToken false, not one of ServiceAccount ci`,
+  },
+  {
+    case: 'a mounted token',
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, automountServiceAccountToken: true } }),
+    refused: 'not one of ServiceAccount default with automountServiceAccountToken true',
+  },
+  {
+    case: 'no word on the token (the default mounts one)',
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, automountServiceAccountToken: undefined } }),
+    refused: 'with automountServiceAccountToken unset',
+  },
+  {
+    case: 'a hostPath volume',
+    forge: (pod) => ({
+      ...pod,
+      spec: { ...pod.spec!, volumes: [...pod.spec!.volumes!, { name: 'host', hostPath: { path: '/var/run' } }] },
+    }),
+    refused: `${REFUSED} make only pods without hostNetwork, hostPID, hostIPC or hostPath volumes`,
+  },
+  {
+    case: "the node's network",
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, hostNetwork: true } }),
+    refused: 'without hostNetwork, hostPID, hostIPC or hostPath volumes',
+  },
+  {
+    case: "the node's PIDs",
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, hostPID: true } }),
+    refused: 'without hostNetwork, hostPID, hostIPC or hostPath volumes',
+  },
+  {
+    case: 'a privileged container',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({
+          ...c,
+          securityContext: { ...c.securityContext, privileged: true, allowPrivilegeEscalation: true },
+        })),
+      },
+    }),
+    refused: `${REFUSED} make only pods whose containers are not privileged, set allowPrivilegeEscalation false and add no capabilities, not sandbox`,
+  },
+  {
+    case: 'an init container that may escalate',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        initContainers: [{ name: 'setup', image: config.sandboxImage, command: ['true'], securityContext: { runAsNonRoot: true } }],
+      },
+    }),
+    refused: 'and add no capabilities, not setup',
+  },
+  {
+    case: 'an added capability',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({
+          ...c,
+          securityContext: { ...c.securityContext, capabilities: { drop: ['ALL'], add: ['SYS_ADMIN'] } },
+        })),
+      },
+    }),
+    refused: 'and add no capabilities, not sandbox',
+  },
+  {
+    case: "no operator's label",
+    forge: (pod) => {
+      const { 'app.kubernetes.io/managed-by': _managedBy, ...labels } = pod.metadata!.labels!;
+      return { ...pod, metadata: { ...pod.metadata!, labels } };
+    },
+    refused: `${REFUSED} create and change only pods carrying its label app.kubernetes.io/managed-by: chamvi-operator`,
+  },
+];
+
+/** What each forbidden pod met with RBAC alone, before the policy: undefined when created. */
+let podsBeforePolicy: Refusal[];
+/** The foreign ConfigMap's rewrite, relabel, deletion, and a foreign NetworkPolicy's deletion, before the policy. */
+let foreignBeforePolicy: Record<string, Refusal>;
+
+const configMap = (name: string, labels?: Record<string, string>) => ({
+  metadata: { name, namespace: NS, ...(labels ? { labels } : {}) },
+  data: { 'settings.yaml': 'database: prod' },
+});
+const foreignPolicy = (name: string) => ({
+  metadata: { name, namespace: NS },
+  spec: { podSelector: { matchLabels: { app: 'database' } }, policyTypes: ['Ingress'], ingress: [] },
+});
+
+/** Writes a compromised operator might make to the application's objects; each is tried before and after the policy on fresh objects. */
+async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
+  await kubectlOk(['create', 'configmap', `app-config-${suffix}`, '-n', NS, '--from-literal=settings.yaml=database: prod']);
+  await kubectlOk(['create', 'configmap', `app-relabel-${suffix}`, '-n', NS, '--from-literal=settings.yaml=database: prod']);
+  await kubectlOk(['create', 'configmap', `app-delete-${suffix}`, '-n', NS, '--from-literal=settings.yaml=database: prod']);
+  await admin.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: NS, body: foreignPolicy(`database-${suffix}`) });
+  await admin.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: NS, body: foreignPolicy(`widen-${suffix}`) });
+  return {
+    'create an unlabelled ConfigMap': await attempt(() =>
+      core.createNamespacedConfigMap({ namespace: NS, body: configMap(`unlabelled-${suffix}`) }),
+    ),
+    "rewrite the application's ConfigMap": await attempt(() =>
+      core.replaceNamespacedConfigMap({ namespace: NS, name: `app-config-${suffix}`, body: configMap(`app-config-${suffix}`) }),
+    ),
+    "put its label on the application's ConfigMap and rewrite it": await attempt(() =>
+      core.replaceNamespacedConfigMap({
+        namespace: NS,
+        name: `app-relabel-${suffix}`,
+        body: configMap(`app-relabel-${suffix}`, { 'app.kubernetes.io/managed-by': 'chamvi-operator' }),
+      }),
+    ),
+    "delete the application's ConfigMap": await attempt(() => kube.deleteConfigMap(NS, `app-delete-${suffix}`)),
+    "delete the application's NetworkPolicy": await attempt(() => kube.deleteNetworkPolicy(NS, `database-${suffix}`)),
+    'create an allow-all NetworkPolicy over the application with its label': await attempt(() =>
+      networking.createNamespacedNetworkPolicy({
+        namespace: NS,
+        body: {
+          metadata: { name: `open-${suffix}`, namespace: NS, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator' } },
+          spec: { podSelector: {}, policyTypes: ['Ingress'], ingress: [{}] },
+        },
+      }),
+    ),
+    "widen the application's NetworkPolicy to every pod": await attempt(() =>
+      networking.replaceNamespacedNetworkPolicy({
+        namespace: NS,
+        name: `widen-${suffix}`,
+        body: { ...foreignPolicy(`widen-${suffix}`), spec: { podSelector: {}, policyTypes: ['Ingress'], ingress: [{}] } },
+      }),
+    ),
+  };
+}
+
+/** A KubeConfig for the admin's cluster holding a real token of the operator's ServiceAccount (exec would ignore impersonation). */
+async function operatorKubeConfig(): Promise<KubeConfig> {
+  const token = (await kubectlOk(['create', 'token', OPERATOR, '-n', NS, '--duration=1h'])).trim();
+  const cluster = admin.getCurrentCluster()!;
+  const operator = new KubeConfig();
+  operator.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: OPERATOR, token }],
+    contexts: [{ name: OPERATOR, cluster: cluster.name, user: OPERATOR }],
+    currentContext: OPERATOR,
+  });
+  return operator;
+}
+
+/** The operator's pod as it stands, for the pool pod's claim. */
+const podOf = (name: string) => kubectlJson<V1Pod>(['get', 'pod', name, '-n', NS]);
+
+beforeAll(async () => {
+  await createNamespace(NS);
+  admin = new KubeConfig();
+  admin.loadFromFile(kubeconfigPath());
+  // The release installed in NS watching NS, with a warm pool (its RBAC then grants patch on pods).
+  const rendered = await helm([
+    'template',
+    RELEASE,
+    chartDir,
+    '--namespace',
+    NS,
+    '--set',
+    `config.watchNamespaces={${NS}}`,
+    '--set-json',
+    `config.warmPools=${JSON.stringify([pool])}`,
+  ]);
+  if (rendered.code !== 0) throw new Error(rendered.stderr);
+  const manifests = parseAllDocuments(rendered.stdout)
+    .map((doc) => doc.toJS() as RenderedManifest | null)
+    .filter((doc): doc is RenderedManifest => doc !== null);
+  const rbac = manifests.filter((doc) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(doc.kind) && doc.metadata.name === OPERATOR);
+  expect(rbac.map((doc) => `${doc.kind} ${doc.metadata.namespace}`).sort()).toEqual([
+    `Role ${NS}`,
+    `RoleBinding ${NS}`,
+    `ServiceAccount ${NS}`,
+  ]);
+  policies = manifests.filter(
+    (doc) => doc.kind.startsWith('ValidatingAdmissionPolicy') && doc.metadata.name === `${OPERATOR}-operator-writes`,
+  );
+  // Bound everywhere (no matchResources), matching the operator's ServiceAccount alone.
+  expect(policies.map((doc) => doc.kind).sort()).toEqual(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
+  for (const doc of policies) {
+    if (doc.kind === 'ValidatingAdmissionPolicyBinding') expect(doc.spec!.matchResources).toBeUndefined();
+    else
+      expect(doc.spec!.matchConditions).toEqual([
+        { name: 'operator', expression: expect.stringContaining(`'system:serviceaccount:${NS}:${OPERATOR}'`) },
+      ]);
+  }
+  await applyManifests(rbac);
+  await kubectlOk(['create', 'serviceaccount', 'ci', '-n', NS]);
+  await admin.makeApiClient(NodeV1Api).createRuntimeClass({ body: { metadata: { name: RUNTIME_CLASS }, handler: 'runsc' } });
+
+  operatorConfig = await operatorKubeConfig();
+  kube = createKubeGateway(operatorConfig);
+  warmPools = kubernetesWarmPoolGateway(operatorConfig);
+  core = operatorConfig.makeApiClient(CoreV1Api);
+  networking = operatorConfig.makeApiClient(NetworkingV1Api);
+  run = await createPodOwnerRun(admin, NS, 'owner');
+
+  // RBAC alone: the operator makes every forbidden pod (its Role has just been bound: retry a moment).
+  const deadline = Date.now() + 30_000;
+  while ((await attempt(() => core.listNamespacedPod({ namespace: NS })))?.code === 403 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  podsBeforePolicy = [];
+  for (const { forge } of forbiddenPods) podsBeforePolicy.push(await attempt(() => kube.createPod(forge(sandboxPod()))));
+  foreignBeforePolicy = await foreignWrites('before');
+
+  await applyManifests(policies);
+  // A new policy takes a moment to be enforced: wait until a pod of another ServiceAccount is refused.
+  for (;;) {
+    const probe = await attempt(() => kube.createPod({ ...sandboxPod(), spec: { ...sandboxPod().spec!, serviceAccountName: 'ci' } }));
+    if (probe?.message.includes(REFUSED)) return;
+    if (Date.now() > deadline + 30_000)
+      throw new Error(`the operator write policy is not enforced: ${probe?.message ?? 'the pod was created'}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await deleteManifests(policies);
+  await kubectl(['delete', 'runtimeclass', RUNTIME_CLASS, '--ignore-not-found']);
+  await deleteNamespace(NS);
+});
+
+describe("the operator's ServiceAccount against the real API server, with its write policy", () => {
+  it("makes a run's sandbox pod, with the default image, a custom image and a run's RuntimeClass, through its own gateway", async () => {
+    const custom = await createPodOwnerRun(admin, NS, 'custom', {
+      sandbox: { image: 'registry.example/team/builder:1', runtimeClassName: RUNTIME_CLASS },
+    });
+    for (const each of [run, custom]) {
+      const answer = await kube.createPod(buildSandboxPod(each, config));
+      expect(answer).toEqual({ created: expect.objectContaining({ metadata: expect.objectContaining({ name: expect.any(String) }) }) });
+    }
+    const customPod = await podOf(buildSandboxPod(custom, config).metadata!.name!);
+    expect(customPod.spec).toMatchObject({
+      runtimeClassName: RUNTIME_CLASS,
+      initContainers: [expect.objectContaining({ name: 'chamvi-tools' })],
+    });
+  });
+
+  it("makes a warm pool pod and its deny-all, claims the pod for a run (the pool's patch), and makes an isolation probe pod and policy", async () => {
+    expect(await attempt(() => warmPools.createPoolNetworkPolicy(warmPoolNetworkPolicy(pool)))).toBeUndefined();
+    const poolPod = await warmPools.createPoolPod(warmPoolPod(pool, config, run));
+    const claimer = await createPodOwnerRun(admin, NS, 'claimer');
+    const claimed = await warmPools.claimPod(NS, poolPod.metadata!.name!, claimPatch(claimer, pool, 600, poolPod.metadata!.uid!));
+    expect(claimed?.metadata?.ownerReferences).toEqual([expect.objectContaining({ uid: claimer.metadata.uid })]);
+
+    const probePod = await core.createNamespacedPod({ namespace: NS, body: buildIsolationProbePod(NS, 'abc123', config, 60) });
+    expect(
+      await attempt(() =>
+        networking.createNamespacedNetworkPolicy({ namespace: NS, body: buildIsolationProbePolicy(NS, 'abc123', probePod.metadata!.uid!) }),
+      ),
+    ).toBeUndefined();
+  });
+
+  it("makes, replaces and deletes the namespace's sandbox deny-all", async () => {
+    expect(await kube.createNetworkPolicy(sandboxDenyAllPolicy(NS))).toBeUndefined();
+    const held = await networking.readNamespacedNetworkPolicy({ namespace: NS, name: SANDBOX_DENY_ALL_POLICY });
+    const replacement = sandboxDenyAllPolicy(NS);
+    await kube.replaceNetworkPolicy({
+      ...replacement,
+      metadata: { ...replacement.metadata, resourceVersion: held.metadata!.resourceVersion },
+    });
+    await kube.deleteNetworkPolicy(NS, SANDBOX_DENY_ALL_POLICY);
+    expect((await kubectl(['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', NS])).stderr).toMatch(/NotFound/);
+  });
+
+  it('writes, rewrites and deletes its own ConfigMaps: the finished-runs record and a diff', async () => {
+    const record = {
+      uid: 'u-1',
+      specSha256: 'a'.repeat(64),
+      phase: 'Succeeded' as const,
+      reason: 'Completed',
+      completionTime: '2026-01-01T00:00:00Z',
+      deletedAt: '2026-01-01T00:01:00Z',
+    };
+    await kube.recordFinishedRun(NS, 'first', record);
+    await kube.recordFinishedRun(NS, 'second', { ...record, uid: 'u-2' });
+    const resources = kubernetesRunResources(operatorConfig);
+    const first = await resources.writeDiff(run, 'diff --git a/x b/x\n', { kind: 'snapshot' });
+    expect(first.outcome).toBe('written');
+    expect(await resources.writeDiff(run, 'diff --git a/y b/y\n', { kind: 'final', written: first.configMap })).toMatchObject({
+      outcome: 'written',
+    });
+    for (const name of [first.configMap, FINISHED_RUNS_CONFIG_MAP]) {
+      await kube.deleteConfigMap(NS, name);
+      expect((await kubectl(['get', 'configmap', name, '-n', NS])).stderr).toMatch(/NotFound/);
+    }
+  });
+
+  it('type-checks: the API server finds no expression of the policy wrong for pods, ConfigMaps or NetworkPolicies', async () => {
+    const policy = await kubectlJson<{ status?: { typeChecking?: { expressionWarnings?: unknown[] } } }>([
+      'get',
+      'validatingadmissionpolicy',
+      `${OPERATOR}-operator-writes`,
+    ]);
+    expect(policy.status?.typeChecking).toBeDefined();
+    expect(policy.status?.typeChecking?.expressionWarnings).toBeUndefined();
+  });
+
+  it('was let make every forbidden pod, and the foreign writes, by RBAC alone, before the policy', () => {
+    expect(forbiddenPods.map((forbidden, index) => [forbidden.case, podsBeforePolicy[index]])).toEqual(
+      forbiddenPods.map((forbidden) => [forbidden.case, undefined]),
+    );
+    expect(foreignBeforePolicy).toEqual(Object.fromEntries(Object.keys(foreignBeforePolicy).map((write) => [write, undefined])));
+  });
+
+  it.each(forbiddenPods)('may not make a pod with $case', async ({ forge, refused }) => {
+    const pod = forge(sandboxPod());
+    expect(await attempt(() => kube.createPod(pod))).toEqual({ code: 403, message: expect.stringContaining(refused) });
+    expect((await kubectl(['get', 'pod', pod.metadata!.name!, '-n', NS])).stderr).toMatch(/NotFound/);
+  });
+
+  it('may not patch a pod that is not its own, nor take its label off its own', async () => {
+    await kubectlOk(['run', 'ci-job', '-n', NS, '--image=busybox', '--overrides={"spec":{"serviceAccountName":"ci"}}', '--', 'true']);
+    const relabel = [
+      { op: 'add', path: '/metadata/labels', value: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': 'x' } },
+    ];
+    expect(await attempt(() => core.patchNamespacedPod({ namespace: NS, name: 'ci-job', body: relabel }))).toEqual({
+      code: 403,
+      message: expect.stringContaining(`${REFUSED} create and change only pods carrying its label`),
+    });
+    const own = await warmPools.createPoolPod(warmPoolPod(pool, config, run));
+    const strip = [{ op: 'remove', path: '/metadata/labels/app.kubernetes.io~1managed-by' }];
+    expect(await attempt(() => core.patchNamespacedPod({ namespace: NS, name: own.metadata!.name!, body: strip }))).toEqual({
+      code: 403,
+      message: expect.stringContaining(`${REFUSED} create and change only pods carrying its label`),
+    });
+  });
+
+  it("may not create, rewrite, relabel or delete the application's ConfigMaps, nor delete or widen its NetworkPolicies", async () => {
+    const after = await foreignWrites('after');
+    expect(after).toEqual({
+      'create an unlabelled ConfigMap': {
+        code: 403,
+        message: expect.stringContaining(`${REFUSED} write and delete only its own ConfigMaps`),
+      },
+      "rewrite the application's ConfigMap": { code: 403, message: expect.stringContaining('only its own ConfigMaps') },
+      "put its label on the application's ConfigMap and rewrite it": {
+        code: 403,
+        message: expect.stringContaining('only its own ConfigMaps'),
+      },
+      "delete the application's ConfigMap": {
+        code: 403,
+        message: expect.stringContaining('chamvi-finished-runs), not app-delete-after'),
+      },
+      "delete the application's NetworkPolicy": {
+        code: 403,
+        message: expect.stringContaining(
+          `${REFUSED} write and delete only its own NetworkPolicies (label app.kubernetes.io/managed-by: chamvi-operator), not database-after`,
+        ),
+      },
+      'create an allow-all NetworkPolicy over the application with its label': {
+        code: 403,
+        message: expect.stringContaining(`${REFUSED} make only NetworkPolicies that select sandbox pods`),
+      },
+      "widen the application's NetworkPolicy to every pod": { code: 403, message: expect.stringContaining('only its own NetworkPolicies') },
+    });
+    const data = (name: string) =>
+      kubectlJson<{ data: Record<string, string>; metadata: { labels?: object } }>(['get', 'configmap', name, '-n', NS]);
+    expect(await data('app-config-after')).toMatchObject({ data: { 'settings.yaml': 'database: prod' } });
+    expect((await data('app-relabel-after')).metadata.labels).toBeUndefined();
+    expect((await data('app-delete-after')).data).toEqual({ 'settings.yaml': 'database: prod' });
+    const database = await kubectlJson<{ spec: object }>(['get', 'networkpolicy', 'database-after', '-n', NS]);
+    expect(database.spec).toMatchObject({ podSelector: { matchLabels: { app: 'database' } } });
+  });
+
+  it('concerns no other writer: the admin makes a CI pod, rewrites and deletes the ConfigMaps and NetworkPolicies', async () => {
+    await kubectlOk([
+      'run',
+      'ci-admin',
+      '-n',
+      NS,
+      '--image=busybox',
+      '--overrides={"spec":{"serviceAccountName":"ci","hostNetwork":true}}',
+      '--',
+      'true',
+    ]);
+    await kubectlOk(['label', 'configmap', 'app-config-after', '-n', NS, 'edited=yes']);
+    await kubectlOk(['delete', 'configmap', 'app-delete-after', '-n', NS]);
+    await kubectlOk(['delete', 'networkpolicy', 'database-after', '-n', NS]);
+  });
+});
