@@ -48,6 +48,8 @@ function world(
     createAnswered?: () => Promise<void>;
     /** Whether the controller has listed each namespace (the loop's listed); absent, every one. */
     listed?: (namespace: string) => boolean;
+    /** The API server's refusal of a pod delete, asked each time (after deleteMs): a 403 for as long as a RoleBinding is gone. */
+    refuseDelete?: (namespace: string, name: string) => Error | undefined;
   } = {},
 ) {
   let refusing: string | undefined;
@@ -78,8 +80,13 @@ function world(
     },
     claimPod: async () => undefined,
     readPod: async () => undefined,
-    deletePod: async (_namespace, name, seen) => {
+    deletePod: async (namespace, name, seen) => {
       asked.push(name);
+      const refused = options.refuseDelete?.(namespace, name);
+      if (refused) {
+        if (options.deleteMs) await new Promise((resolve) => setTimeout(resolve, options.deleteMs));
+        throw refused;
+      }
       if (failNext) {
         const error = failNext;
         failNext = undefined;
@@ -984,6 +991,81 @@ describe('WarmPoolLoop', () => {
       await loop.settled();
       expect(vi.getTimerCount()).toBe(0);
       expect(asked).toHaveLength(3);
+    } finally {
+      loop.stop();
+      vi.useRealTimers();
+    }
+  });
+
+  /** A pod of a pool no longer configured in `namespace`, as the previous leader left it. */
+  const leftoverIn = (namespace: string, name: string): V1Pod => ({
+    metadata: { name, namespace, uid: `uid-${namespace}-${name}`, resourceVersion: '5', labels: { [WARM_POOL_LABEL]: 'gone' } },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  });
+  /** As the API server answers a delete once the operator's RoleBinding in the namespace is deleted. */
+  const forbiddenIn = (namespace: string) =>
+    Object.assign(new Error(`pods is forbidden: User cannot delete resource "pods" in the namespace "${namespace}"`), { code: 403 });
+
+  it.each([
+    { pools: [], with: 'no pools' },
+    { pools: [pool], with: 'a pool elsewhere' },
+  ])(
+    'asks at most one share of deletes per 2 s in a namespace whose deletes all fail, more pods there than a pass takes ($with)',
+    async ({ pools }) => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+      const { pods, asked, loop } = world({
+        pools,
+        deleteMs: 1,
+        refuseDelete: (namespace) => (namespace === 'blocked' ? forbiddenIn(namespace) : undefined),
+      });
+      try {
+        pods.push(...Array.from({ length: UNWANTED_DELETE_LIMITS.perNamespace + 1 }, (_, index) => leftoverIn('blocked', `gone-${index}`)));
+        loop.start();
+        const elapsedMs = 5 * POOL_RESYNC_MS;
+        await vi.advanceTimersByTimeAsync(elapsedMs);
+        // One pass at start, then one per resync (pools) or per follow-up (none): never one right after another.
+        expect(asked.length).toBeLessThanOrEqual(UNWANTED_DELETE_LIMITS.perNamespace * (elapsedMs / POOL_RESYNC_MS + 1));
+      } finally {
+        loop.stop();
+        await vi.advanceTimersByTimeAsync(10);
+        await loop.settled();
+        vi.useRealTimers();
+      }
+    },
+  );
+
+  it("retries another namespace's failed delete after 2 s, with no pools, while one namespace's deletes have failed for long", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    let teamRefusals = 1;
+    const { pods, asked, deleted, loop } = world({
+      pools: [],
+      refuseDelete: (namespace) =>
+        namespace === 'blocked'
+          ? forbiddenIn(namespace)
+          : namespace === 'team' && teamRefusals-- > 0
+            ? Object.assign(new Error('Too many requests'), { code: 429 })
+            : undefined,
+    });
+    try {
+      pods.push(leftoverIn('blocked', 'gone-blocked'));
+      loop.start();
+      // Long enough for that namespace's follow-ups to wait 5 minutes each.
+      await vi.advanceTimersByTimeAsync(15 * 60_000);
+      await loop.settled();
+      expect(asked.length, 'the blocked namespace is asked again with backoff').toBeLessThan(15);
+      // A pod of another namespace shows (its watch event pokes); its one delete fails.
+      pods.push(leftoverIn('team', 'gone-team'));
+      loop.poke();
+      await loop.settled();
+      expect(asked.filter((name) => name === 'gone-team')).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1_999);
+      expect(
+        asked.filter((name) => name === 'gone-team'),
+        'not before 2 s',
+      ).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      await loop.settled();
+      expect(deleted).toEqual(['gone-team']);
     } finally {
       loop.stop();
       vi.useRealTimers();

@@ -64,8 +64,6 @@ const EXPECTATION_TTL_MS = 30_000;
 const CHANGES_NAMED = 8;
 /** Deletes of unwanted pods in flight at once: a pass's share of them takes a few round trips, not one each. */
 const UNWANTED_DELETES_AT_ONCE = 8;
-/** followUp's one key in its FailureBackoff. */
-const FOLLOW_UP_KEY = 'unwanted';
 
 export interface WarmPoolLogger {
   info(fields: object, message: string): void;
@@ -141,18 +139,38 @@ export class WarmPoolLoop {
   private readonly deletedAtAdmission = new Map<string, number>();
   /** The namespace whose unwanted pod the last pass took last: the next pass starts after it. */
   private unwantedServedLast: string | undefined;
-  /** Unwanted pods the last pass left for later (over its limits): the next pass runs at once. */
+  /**
+   * Unwanted pods the last pass left for later (over its limits) in namespaces none of whose
+   * deletes failed in it: the next pass runs at once.
+   */
   private unwantedLeft = 0;
   /**
-   * Pods with a pool's label that no pool wants, as the last pass's deleteUnwanted saw them: those
-   * asked to be deleted and still shown, those whose delete failed or waits, and those in a
-   * namespace that has not listed. followUp passes again while there are any.
+   * Namespaces a delete of an unwanted pod failed in (a 403 once the operator's RoleBinding there
+   * is gone, a 429, a 5xx) during the passes run at once one after another (unwantedLeft): those
+   * passes leave them alone, and their pods over a pass's share run no pass at once. A failed
+   * pod is picked again at the next pass, so such pods chained passes each right after the
+   * other, every delete failing: about 1 700 DELETEs a second for as long as the API server
+   * refused. Their namespace is asked again in the next pass not run at once: the resync's, a
+   * poke's, or followUp's.
    */
-  private unwantedShown = 0;
+  private readonly unwantedFailedIn = new Set<string>();
+  /**
+   * The namespaces of the pods with a pool's label that no pool wants, as the last pass's
+   * deleteUnwanted saw them: those asked to be deleted and still shown, those whose delete failed
+   * or waits, and those in a namespace that has not listed. followUp passes again while there are any.
+   */
+  private unwantedShownIn = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  /** The pass followUp asked for; the backoff of those in a row. */
+  /** The pass followUp asked for, and when (the clock's time) it is due. */
   private followUpTimer: NodeJS.Timeout | undefined;
+  private followUpDue = 0;
+  /**
+   * Per namespace: follow-ups in a row while it shows unwanted pods, and when its next one is
+   * due (kept until that pass ran). Per namespace: with one count for all, one tenant's pods that
+   * can never be deleted had every other namespace's failed delete wait up to 5 minutes too.
+   */
   private readonly followUps = new FailureBackoff();
+  private readonly followUpDueIn = new Map<string, number>();
   private running: Promise<void> | undefined;
   private again = false;
   /** Closed by stop(): a pass in progress writes nothing after it. */
@@ -249,21 +267,38 @@ export class WarmPoolLoop {
 
   /**
    * Without the resync timer (no pools), a pass later while pods with a pool's label that no
-   * pool wants are still shown: a delete that failed (a 5xx, a 429), one asked whose deletion
-   * the watch has not brought, a namespace that has not listed. An idle pod brings no event
-   * that would poke. 2 s after the first, doubling, at most 5 min (FailureBackoff), until none is.
+   * pool wants are still shown: a delete that failed (a 5xx, a 429, a 403), one asked whose
+   * deletion the watch has not brought, a namespace that has not listed. An idle pod brings no
+   * event that would poke. Per namespace, 2 s after the first, doubling, at most 5 min
+   * (FailureBackoff), until it shows none; the pass comes when the first namespace is due.
    */
   private followUp(): void {
-    if (this.stopped || this.timer || this.followUpTimer) return;
-    if (this.unwantedShown === 0) {
-      this.followUps.clear(FOLLOW_UP_KEY);
-      return;
+    if (this.stopped || this.timer) return;
+    const now = this.deps.now?.() ?? Date.now();
+    for (const namespace of this.followUpDueIn.keys())
+      if (!this.unwantedShownIn.has(namespace)) {
+        this.followUps.clear(namespace);
+        this.followUpDueIn.delete(namespace);
+      }
+    // A namespace whose follow-up is still to come keeps it: a pass a pod event asked for meanwhile is not one more in a row.
+    for (const namespace of this.unwantedShownIn)
+      if (!this.followUpDueIn.has(namespace)) this.followUpDueIn.set(namespace, now + this.followUps.fail(namespace, now));
+    if (this.followUpDueIn.size === 0) return;
+    const due = Math.min(...this.followUpDueIn.values());
+    if (this.followUpTimer) {
+      if (this.followUpDue <= due) return;
+      clearTimeout(this.followUpTimer);
     }
-    const delayMs = this.followUps.fail(FOLLOW_UP_KEY, this.deps.now?.() ?? Date.now());
-    this.followUpTimer = setTimeout(() => {
-      this.followUpTimer = undefined;
-      this.poke();
-    }, delayMs);
+    this.followUpDue = due;
+    this.followUpTimer = setTimeout(
+      () => {
+        this.followUpTimer = undefined;
+        // The namespaces this pass is for: their next follow-up, if they still need one, waits longer.
+        for (const [namespace, at] of this.followUpDueIn) if (at <= due) this.followUpDueIn.delete(namespace);
+        this.poke();
+      },
+      Math.max(0, due - now),
+    );
     this.followUpTimer.unref();
   }
 
@@ -280,7 +315,10 @@ export class WarmPoolLoop {
    */
   async pass(): Promise<void> {
     // Set again by this pass's deleteUnwanted: a pass that failed before it asks for no other at once.
+    // A pass run at once after the last one leaves alone the namespaces whose deletes failed in the chain.
+    const chained = this.unwantedLeft > 0;
     this.unwantedLeft = 0;
+    if (!chained) this.unwantedFailedIn.clear();
     // Stopped mid-pass, the pass just ends: what it sent stays sent, the rest is the next leader's.
     await this.gate.unlessStopped(
       () => this.keepAll(),
@@ -342,7 +380,8 @@ export class WarmPoolLoop {
    * pods end another's run through the operator. No run can claim it (claimMarks); it goes
    * with its run, or with the garbage collector once the run is gone.
    * At most a few per namespace and pass, some at once, as the cache showed them (a pod
-   * claimed since is left alone); the rest in the passes right after (unwantedLeft), each
+   * claimed since is left alone); the rest in the passes right after (unwantedLeft), but for a
+   * namespace whose deletes failed (unwantedFailedIn: paced by the resync or followUp), each
    * starting with the namespace after the last one served (unwantedServedLast). None in a
    * namespace that has not listed: its pods there are not all in the cache.
    */
@@ -354,7 +393,7 @@ export class WarmPoolLoop {
       .list()
       .filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp);
     const labelled = anyNamespace.filter((pod) => listed(pod.metadata!.namespace!));
-    let askedShown = 0;
+    const askedIn = new Set<string>();
     const shown = new Set(labelled.map(askedKey));
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
     for (const [key, at] of this.deletedAtAdmission) if (now - at > EXPECTATION_TTL_MS) this.deletedAtAdmission.delete(key);
@@ -366,17 +405,22 @@ export class WarmPoolLoop {
       // The cheap looks first: judging a pod (poolPodChanges) costs milliseconds for a large
       // one, and pods planted by the hundred were judged at every pass.
       if (this.unwantedAsked.has(askedKey(pod)) || this.deletedAtAdmission.has(askedKey(pod))) {
-        askedShown++;
+        askedIn.add(pod.metadata!.namespace!);
         return [];
       }
       if (controllingRunUid(pod) !== undefined || (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))) return [];
       const changed = pool !== undefined && this.changedAfterMade.has(pod.metadata?.uid ?? '');
       return [{ pod, namespace: pod.metadata!.namespace!, pool, changed, failed: undefined as string | undefined }];
     });
-    const { now: picked, later, lastNamespace } = pickUnwantedDeletes(unwanted, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
+    const held = this.unwantedFailedIn;
+    const eligible = unwanted.filter((each) => !held.has(each.namespace));
+    const { now: picked, later, lastNamespace } = pickUnwantedDeletes(eligible, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
     this.unwantedServedLast = lastNamespace;
-    this.unwantedLeft = later.length;
-    this.unwantedShown = anyNamespace.length - labelled.length + askedShown + unwanted.length;
+    this.unwantedShownIn = new Set([
+      ...anyNamespace.filter((pod) => !listed(pod.metadata!.namespace!)).map((pod) => pod.metadata!.namespace!),
+      ...askedIn,
+      ...unwanted.map((each) => each.namespace),
+    ]);
     await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
       this.gate.check();
       const key = askedKey(each.pod);
@@ -388,9 +432,15 @@ export class WarmPoolLoop {
         // Not asked after all (a timeout, a 5xx, a 429): the next pass asks again (the resync's,
         // or followUp's without pools), not one EXPECTATION_TTL_MS later. Gone (404) or changed
         // since (409), the cache will show it.
-        if (!isNotFound(error) && !isConflict(error)) this.unwantedAsked.delete(key);
+        if (!isNotFound(error) && !isConflict(error)) {
+          this.unwantedAsked.delete(key);
+          held.add(each.namespace);
+        }
       }
     });
+    // The pods over this pass's share go in a pass at once, but for those of a namespace whose
+    // deletes failed (unwantedFailedIn).
+    this.unwantedLeft = later.filter((each) => !held.has(each.namespace)).length;
     // One line per pool or namespace and pass, not one per pod: planted pods by the hundred
     // would otherwise flood the log as they flood the cache.
     const group = (each: (typeof unwanted)[number]) => (each.pool ? poolKey(each.pool) : each.namespace);
