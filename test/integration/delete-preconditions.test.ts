@@ -3,7 +3,15 @@
 // a run (or pod) deleted and created again under its name since the operator looked is left
 // alone. goneUnlessSame takes that 409 as the object meant being gone. The reconcilers' side is
 // in test/unit/delete-preconditions.test.ts.
-import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1ConfigMap, type V1Pod } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  type V1ConfigMap,
+  type V1NetworkPolicy,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { isConflict } from '../../operator/src/kube/api-errors.ts';
@@ -136,5 +144,37 @@ describe("the run gateway deletes a run's ConfigMap by its uid", () => {
     await kube.deleteConfigMap(namespace, 'fix-diff-again', current);
     expect(await held()).toBeUndefined();
     await expect(kube.deleteConfigMap(namespace, 'fix-diff-again', current)).resolves.toBeUndefined();
+  });
+});
+
+describe("the run gateway deletes a run's NetworkPolicy by its uid", () => {
+  const networking = () => kubeConfig.makeApiClient(NetworkingV1Api);
+  const policy: V1NetworkPolicy = {
+    metadata: { name: 'fix-sandbox-again', namespace },
+    spec: { podSelector: {}, policyTypes: ['Ingress', 'Egress'] },
+  };
+  const held = async () =>
+    (
+      await networking()
+        .readNamespacedNetworkPolicy({ namespace, name: 'fix-sandbox-again' })
+        .catch(() => undefined)
+    )?.metadata?.uid;
+
+  it('is answered 409 for a policy created again under the name (without the run as owner), which stays; its own uid deletes it', async () => {
+    const kube = createKubeGateway(kubeConfig);
+    const old = (await networking().createNamespacedNetworkPolicy({ namespace, body: policy })).metadata!.uid!;
+    await networking().deleteNamespacedNetworkPolicy({ namespace, name: 'fix-sandbox-again' });
+    const current = (await networking().createNamespacedNetworkPolicy({ namespace, body: policy })).metadata!.uid!;
+
+    const refused = await kube.deleteNetworkPolicy(namespace, 'fix-sandbox-again', old).catch((error: unknown) => error);
+    expect(isConflict(refused)).toBe(true);
+    expect(await held()).toBe(current);
+    // What the run reconciler does with it: the one meant is gone, and nothing fails.
+    await expect(goneUnlessSame(kube.deleteNetworkPolicy(namespace, 'fix-sandbox-again', old))).resolves.toBeUndefined();
+    expect(await held()).toBe(current);
+
+    await kube.deleteNetworkPolicy(namespace, 'fix-sandbox-again', current);
+    expect(await held()).toBeUndefined();
+    await expect(kube.deleteNetworkPolicy(namespace, 'fix-sandbox-again', current)).resolves.toBeUndefined();
   });
 });

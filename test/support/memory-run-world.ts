@@ -2,7 +2,9 @@
 // tests (and benchmarks) of what one reconcile costs: how many plans, how many DELETEs. A
 // status or finalizer write lands in the run cache at once and is reported to the admission
 // plan cache as the run watch reports it; `stale` keeps the ConfigMap cache as it was (a
-// watch that has not brought the deletes).
+// watch that has not brought the deletes). The ConfigMaps the API server holds are kept apart
+// from the cache, and a delete naming a uid another ConfigMap holds is refused with a 409, as
+// the API server refuses it (kube-gateway.ts deleteConfigMap), deleting nothing.
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { OperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -42,13 +44,25 @@ export class MemoryCache<T extends { metadata?: { name?: string; namespace?: str
   }
 }
 
+/** A delete's uid precondition refused, as the API server answers it (409 Conflict, the shape isConflict reads). */
+function preconditionFailed(name: string, uid: string, held: string | undefined): Error {
+  return Object.assign(
+    new Error(
+      `Operation cannot be fulfilled on configmaps "${name}": Precondition failed: UID in precondition: ${uid}, UID in object meta: ${held ?? ''}`,
+    ),
+    { code: 409 },
+  );
+}
+
 export interface MemoryRunWorld {
   reconciler: RunReconciler;
   runs: MemoryCache<CodingRun>;
   configMaps: MemoryCache<ObjectMetadata>;
+  /** The ConfigMaps the API server holds (configMaps is what the cache shows of them): a test may make one again here. */
+  storedConfigMaps: MemoryCache<ObjectMetadata>;
   /** Every gateway call, by method. */
   calls: Map<string, number>;
-  /** The ConfigMaps deleted, in order. */
+  /** The ConfigMaps deleted, in order (a DELETE refused for another's uid deletes nothing and is not here). */
   deletedConfigMaps: string[];
   /** Puts a run in the cache as the watch would, reporting the change to the plan cache. */
   update(run: CodingRun): void;
@@ -84,6 +98,7 @@ export function memoryRunWorld(options: {
 }): MemoryRunWorld {
   const runs = new MemoryCache(options.runs);
   const configMaps = new MemoryCache(options.configMaps ?? []);
+  const storedConfigMaps = new MemoryCache(options.configMaps ?? []);
   const calls = new Map<string, number>();
   const deletedConfigMaps: string[] = [];
   let version = 1;
@@ -116,9 +131,12 @@ export function memoryRunWorld(options: {
       count('createPod');
       return { created: pod };
     },
-    async deleteConfigMap(namespace: string, name: string) {
+    async deleteConfigMap(namespace: string, name: string, uid?: string) {
       count('deleteConfigMap');
+      const held = storedConfigMaps.get(namespace, name);
+      if (held && uid !== undefined && held.metadata?.uid !== uid) throw preconditionFailed(name, uid, held.metadata?.uid);
       deletedConfigMaps.push(name);
+      storedConfigMaps.remove(namespace, name);
       if (!options.stale) configMaps.remove(namespace, name);
     },
     async createEvent() {
@@ -165,5 +183,5 @@ export function memoryRunWorld(options: {
     reconciler.runDeleted(last);
     options.admissionPlans?.runChanged(undefined, last);
   }
-  return { reconciler, runs, configMaps, calls, deletedConfigMaps, update, remove };
+  return { reconciler, runs, configMaps, storedConfigMaps, calls, deletedConfigMaps, update, remove };
 }

@@ -17,6 +17,7 @@ import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../../operator/src/kube/metadata-only.ts';
 import type { ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
+import { networkPolicyName } from '../../operator/src/reconcile/names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../../operator/src/reconcile/ownership.ts';
 import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
@@ -67,11 +68,12 @@ const sandboxPod = (runUid: string, uid: string): V1Pod => ({
  * A RunReconciler over caches that show `run` (and `pod`), and an API server that holds objects
  * by name: `server` is what it holds now, which the caches may not show yet.
  */
-function runScene(run: CodingRun, pod?: V1Pod, configMaps: ObjectMetadata[] = []) {
+function runScene(run: CodingRun, pod?: V1Pod, configMaps: ObjectMetadata[] = [], policies: V1NetworkPolicy[] = []) {
   const server = {
     runs: new Map([[run.metadata.name, run]]),
     pods: new Map(pod ? [[pod.metadata!.name!, pod]] : []),
     configMaps: new Map<string, ObjectMetadata>(configMaps.map((configMap) => [configMap.metadata!.name!, configMap])),
+    networkPolicies: new Map<string, V1NetworkPolicy>(policies.map((policy) => [policy.metadata!.name!, policy])),
   };
   const kube = {
     getRun: vi.fn(async (_namespace: string, name: string) => server.runs.get(name)),
@@ -92,13 +94,18 @@ function runScene(run: CodingRun, pod?: V1Pod, configMaps: ObjectMetadata[] = []
       if (held && uid !== undefined && held.metadata!.uid !== uid) throw preconditionFailed(uid, held.metadata!.uid);
       server.configMaps.delete(name);
     }),
+    deleteNetworkPolicy: vi.fn(async (_namespace: string, name: string, uid?: string) => {
+      const held = server.networkPolicies.get(name);
+      if (held && uid !== undefined && held.metadata!.uid !== uid) throw preconditionFailed(uid, held.metadata!.uid);
+      server.networkPolicies.delete(name);
+    }),
     createEvent: vi.fn(async () => {}),
   };
   const reconciler = new RunReconciler({
     caches: {
       runs: new MemoryCache([run]),
       pods: new MemoryCache<V1Pod>(pod ? [pod] : []),
-      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+      networkPolicies: new MemoryCache<V1NetworkPolicy>(policies),
       configMaps: new MemoryCache<ObjectMetadata>(configMaps),
       finishedRuns: new MemoryCache<V1ConfigMap>(),
     },
@@ -173,6 +180,41 @@ describe("a deleted run's ConfigMaps", () => {
     await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
     expect(kube.deleteConfigMap).toHaveBeenCalledWith('agents', 'fix-diff', 'cm-1');
     expect(server.configMaps.get('fix-diff')?.metadata?.uid).toBe('cm-2');
+  });
+});
+
+describe("a finished run's own NetworkPolicy", () => {
+  const name = networkPolicyName(finished('uid-old'));
+  /** The per-run policy earlier builds made, as the policy cache last showed it. */
+  const runPolicy = (runUid: string, uid: string): V1NetworkPolicy => ({
+    metadata: {
+      name,
+      namespace: 'agents',
+      uid,
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_UID_LABEL]: runUid },
+      ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: 'fix', uid: runUid, controller: true }],
+    },
+    spec: { podSelector: {}, policyTypes: ['Ingress', 'Egress'] },
+  });
+  const stopped = () => {
+    const run = finished('uid-old');
+    return { ...run, spec: { ...run.spec, ttlSecondsAfterFinished: 3600 } };
+  };
+
+  it('is deleted as the cache showed it; a policy made again under its name since stays, and the 409 ends nothing', async () => {
+    const { reconciler, kube, server } = runScene(stopped(), undefined, [], [runPolicy('uid-old', 'np-1')]);
+    // Deleted and made again by someone else since the cache saw it: not the run's.
+    server.networkPolicies.set(name, runPolicy('uid-other', 'np-2'));
+    await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
+    expect(kube.deleteNetworkPolicy).toHaveBeenCalledWith('agents', name, 'np-1');
+    expect(server.networkPolicies.get(name)?.metadata?.uid).toBe('np-2');
+  });
+
+  it('is deleted by the uid the cache showed when nothing took its name', async () => {
+    const { reconciler, kube, server } = runScene(stopped(), undefined, [], [runPolicy('uid-old', 'np-1')]);
+    await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
+    expect(kube.deleteNetworkPolicy).toHaveBeenCalledWith('agents', name, 'np-1');
+    expect(server.networkPolicies.has(name)).toBe(false);
   });
 });
 

@@ -1425,10 +1425,16 @@ export class RunReconciler {
           action.uid ? { metadata: { name: action.name, uid: action.uid } } : this.deps.caches.pods.get(namespace, action.name),
         );
         return run;
-      case 'deleteNetworkPolicy':
-        await kube.deleteNetworkPolicy(namespace, action.name);
-        this.deletions.note(`${namespace}/${name}`, 'NetworkPolicy', this.deps.caches.networkPolicies.get(namespace, action.name));
+      case 'deleteNetworkPolicy': {
+        // As the ConfigMaps below: the uid the cache shows for the run's policy is what is
+        // deleted, so a policy made again under the name since (a 409) is another's and stays.
+        // One the cache no longer shows as the run's is not the run's to delete.
+        const cached = this.deps.caches.networkPolicies.get(namespace, action.name);
+        if (!cached?.metadata?.uid || !isOwnedByRun(cached, run)) return run;
+        await goneUnlessSame(kube.deleteNetworkPolicy(namespace, action.name, cached.metadata.uid));
+        this.deletions.note(`${namespace}/${name}`, 'NetworkPolicy', cached);
         return run;
+      }
       case 'deleteConfigMaps':
         for (const configMap of action.names) {
           // decide() names them; the cache holds the one seen as the run's, and its uid is

@@ -55,7 +55,11 @@ export interface KubeGateway {
   createNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy | undefined>;
   /** Replaces a policy; `policy.metadata.resourceVersion` is the version replaced (a 409 when it moved). */
   replaceNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
-  deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
+  /**
+   * As deletePod: by the policy's uid when the caller saw it (a 409 when another holds the name,
+   * made again since: anyone who may create NetworkPolicies in the namespace may do that).
+   */
+  deleteNetworkPolicy(namespace: string, name: string, uid?: string): Promise<void>;
   /**
    * As deletePod: by the ConfigMap's uid when the caller saw it (a 409 when another holds the
    * name, made again since: anyone who may create ConfigMaps in the namespace may do that).
@@ -206,8 +210,8 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
       const { namespace, name } = policy.metadata as { namespace: string; name: string };
       await networking.replaceNamespacedNetworkPolicy({ namespace, name, body: policy });
     },
-    async deleteNetworkPolicy(namespace, name) {
-      await networking.deleteNamespacedNetworkPolicy({ namespace, name }).catch(ignore(isNotFound));
+    async deleteNetworkPolicy(namespace, name, uid) {
+      await networking.deleteNamespacedNetworkPolicy({ namespace, name, ...onlyUid(uid) }).catch(ignore(isNotFound));
     },
     async deleteConfigMap(namespace, name, uid) {
       await core.deleteNamespacedConfigMap({ namespace, name, ...onlyUid(uid) }).catch(ignore(isNotFound));

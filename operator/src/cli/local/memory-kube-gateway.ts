@@ -55,7 +55,7 @@ export class MemoryKubeGateway implements KubeGateway {
       this.configMaps.set(name, {
         apiVersion: 'v1',
         kind: 'ConfigMap',
-        metadata: { name, namespace: run.metadata.namespace },
+        metadata: { name, namespace: run.metadata.namespace, uid: randomUUID() },
         data,
         binaryData,
       });
@@ -119,9 +119,16 @@ export class MemoryKubeGateway implements KubeGateway {
     return namespace === this.namespace ? structuredClone(this.configMaps.get(name)) : undefined;
   }
 
+  /**
+   * Creates or replaces a ConfigMap. Its uid is the API server's: kept by a replace, new for a
+   * ConfigMap made where none was (what a delete's uid precondition names).
+   */
   putConfigMap(configMap: V1ConfigMap): void {
     if (configMap.metadata?.namespace !== this.namespace || !configMap.metadata.name) return;
-    this.configMaps.set(configMap.metadata.name, structuredClone(configMap));
+    const held = this.configMaps.get(configMap.metadata.name);
+    const stored = structuredClone(configMap);
+    stored.metadata = { ...stored.metadata, uid: held?.metadata?.uid ?? randomUUID() };
+    this.configMaps.set(configMap.metadata.name, stored);
     this.touched();
   }
 
@@ -204,24 +211,39 @@ export class MemoryKubeGateway implements KubeGateway {
     const name = policy.metadata?.name;
     if (!name) return undefined;
     if (this.networkPolicies.has(name)) return structuredClone(this.networkPolicies.get(name));
-    this.networkPolicies.set(name, structuredClone(policy));
+    // With a uid of its own, as createPod's pod: what a delete's precondition names.
+    const stored = structuredClone(policy);
+    stored.metadata = { ...stored.metadata, uid: randomUUID() };
+    this.networkPolicies.set(name, stored);
     this.touched();
     return undefined;
   }
 
   async replaceNetworkPolicy(policy: V1NetworkPolicy): Promise<void> {
     const name = policy.metadata?.name;
-    if (!name || !this.networkPolicies.has(name)) return;
-    this.networkPolicies.set(name, structuredClone(policy));
+    const held = name ? this.networkPolicies.get(name) : undefined;
+    if (!name || !held) return;
+    // A replace keeps the object, and so its uid.
+    const stored = structuredClone(policy);
+    stored.metadata = { ...stored.metadata, uid: held.metadata?.uid ?? randomUUID() };
+    this.networkPolicies.set(name, stored);
     this.touched();
   }
 
-  async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {
-    if (namespace === this.namespace && this.networkPolicies.delete(name)) this.touched();
+  async deleteNetworkPolicy(namespace: string, name: string, uid?: string): Promise<void> {
+    const policy = namespace === this.namespace ? this.networkPolicies.get(name) : undefined;
+    if (!policy) return;
+    requireUid('networkpolicies.networking.k8s.io', policy, uid);
+    this.networkPolicies.delete(name);
+    this.touched();
   }
 
-  async deleteConfigMap(namespace: string, name: string): Promise<void> {
-    if (namespace === this.namespace && this.configMaps.delete(name)) this.touched();
+  async deleteConfigMap(namespace: string, name: string, uid?: string): Promise<void> {
+    const configMap = namespace === this.namespace ? this.configMaps.get(name) : undefined;
+    if (!configMap) return;
+    requireUid('configmaps', configMap, uid);
+    this.configMaps.delete(name);
+    this.touched();
   }
 
   async secretKeysAndLabels(namespace: string, name: string): Promise<SecretKeysAndLabels | undefined> {
