@@ -2,7 +2,8 @@
 // 1 MiB) in a ConfigMap and a bounded copy in status.result, and write the terminal phase
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
 // a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
-// finished is verified first (verify-work.ts), which may hand it back to the model instead.
+// finished is verified first (verify-work.ts), which may hand it back to the model instead; one
+// that would succeed but whose diff changes spec.verify.protect paths fails VerificationFailed.
 // A run with a cancel requested, or whose spec no longer parses, is neither verified nor
 // finalized: the controller ends it (Cancelled, InvalidSpec), and the job is put off meanwhile.
 import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
@@ -19,6 +20,8 @@ import type { RunState } from './run-state.ts';
 import { storeFinalDiff, takeSandboxDiff } from './keep-diff.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
 import { finishedResult, verifyWork } from './verify-work.ts';
+import { protectedChangeIn } from './protected-change-check.ts';
+import { protectedChangeFailure, unreadDiffFailure } from './protected-paths-changed.ts';
 import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
 /**
@@ -41,6 +44,22 @@ export async function finalDiff(
   const snapshot = state.diffSnapshot;
   if (snapshot && diffSha(taken.diff) === snapshot.sha256) return { ...taken, configMap: snapshot.configMap };
   return storeFinalDiff(deps, run, taken, snapshot?.configMap);
+}
+
+type Ending = ReturnType<typeof loopOutcome>;
+
+/**
+ * The ending of a run that would succeed, unless its diff changes spec.verify.protect paths: the
+ * restore before the check did not hold until the diff was taken (the check, or what it ran,
+ * changed them after), so the change is not the one graded, and docs/verify.md tells the approver
+ * protected paths show no change. The run fails VerificationFailed, the diff kept to be read.
+ */
+async function protectedPathsHeld(deps: AgentDependencies, run: ParsedCodingRun, kept: KeptDiff, ending: Ending): Promise<Ending> {
+  if (ending.phase !== 'Succeeded') return ending;
+  const change = await protectedChangeIn(deps, run, kept.diff, kept.truncated);
+  if (!change) return ending;
+  const message = 'failed' in change ? unreadDiffFailure(change.failed) : protectedChangeFailure(change.paths);
+  return { phase: 'Failed', reason: REASONS.VerificationFailed, message };
 }
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
@@ -71,7 +90,12 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   if ((await verifyWork(deps, run, state)) === 'again') return;
   const kept = await finalDiff(deps, run, state);
   const summary = state.finalText ?? state.stop?.message ?? '';
-  const ending = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged });
+  const ending = await protectedPathsHeld(
+    deps,
+    run,
+    kept,
+    loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged }),
+  );
   if (ending.phase === 'Succeeded' && (await startPublish(deps, run, state, kept, summary))) return;
   const { phase, reason } = ending;
   const note = phase === 'Succeeded' && state.verificationNote ? ` ${state.verificationNote}` : '';

@@ -58,6 +58,8 @@ import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { progressOf, PUBLISH_APPROVAL_ID, showPublishWait } from './publish-wait.ts';
 import { finishedResult } from './verify-work.ts';
+import { protectedChangeIn } from './protected-change-check.ts';
+import { protectedChangePublishRefusal, unreadDiffPublishRefusal } from './protected-paths-changed.ts';
 
 /** The operator's publish settings, as the workers get them. */
 export interface PublishPolicy {
@@ -109,9 +111,22 @@ function planFor(
 }
 
 /**
+ * Throws PublishFailed when the diff changes spec.verify.protect paths (or git cannot read it to
+ * tell): they are restored before each check and shown to the approver as unchanged
+ * (docs/verify.md), so such a change was never graded. The finalize job fails such a run
+ * already; checked again at each entry, since the publish job pushes the ConfigMap's diff.
+ */
+async function refuseProtectedChange(deps: AgentDependencies, run: ParsedCodingRun, diff: string): Promise<void> {
+  const change = await protectedChangeIn(deps, run, diff, false);
+  if (!change) return;
+  throw publishFailed('failed' in change ? unreadDiffPublishRefusal(change.failed) : protectedChangePublishRefusal(change.paths));
+}
+
+/**
  * For the finalize job of a Succeeded run: whether publishing takes the run from here (true), or
  * there is nothing to publish (false: no spec.publish, or no change). Throws PublishFailed when
- * the change cannot be published whole and exactly (cut at 1 MiB, or not UTF-8 text).
+ * the change cannot be published whole and exactly (cut at 1 MiB, or not UTF-8 text), or changes
+ * spec.verify.protect paths.
  */
 export async function startPublish(
   deps: AgentDependencies,
@@ -127,6 +142,7 @@ export async function startPublish(
     );
   if (kept.notUtf8) throw publishFailed(notUtf8DiffMessage('it cannot push the change exactly and pushed nothing'));
   if (!kept.configMap) throw publishFailed(`the full diff could not be kept (${kept.notStored ?? 'no ConfigMap'}), so nothing was pushed`);
+  await refuseProtectedChange(deps, run, kept.diff);
   const result = finishedResult(kept, summary, state);
   // Planned from the summary as status keeps it (cut at 16 KiB) and from the diff's counts as
   // the operator counts them, as the publish job plans: the body the approver is shown is the
@@ -409,6 +425,8 @@ async function publish(
     );
   }
   const kept = storedKeptDiff(stored);
+  // Before the clone: the diff as it would be committed, not only as finalize judged it.
+  await refuseProtectedChange(deps, run, stored.diff);
   const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept, forgeFor(parts, policy.forges)?.kind);
   if (!planned.ok) throw publishFailed(planned.message);
   const plan = planned.plan;
