@@ -1,9 +1,9 @@
 // takeDiff (workers/take-diff.ts) in a sandbox whose code is hostile: it runs as the take's user,
 // so it can break the repository's git config, plant FIFOs and symlinks in /tmp under the names
 // the take sweeps and creates, and fill /tmp. The take must neither hang, nor write through a
-// planted link, nor pass off a diff that lacks the model's changes as the whole change: it falls
-// back to the model's own index, or it fails as a take that failed (its callers keep the last
-// snapshot, or retry finalize).
+// planted link, nor pass off a diff that lacks the model's changes as the whole change: it takes
+// it in a private repository in the model's .git instead of /tmp, or it fails as a take that
+// failed (its callers keep the last snapshot, or retry finalize).
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import type { Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { plantingMktemp } from './planting-mktemp.ts';
 import { makeWorkspace, openSession, type Workspace } from './toolbox-fixture.ts';
 
 let workspace: Workspace;
@@ -61,19 +62,6 @@ const firstInPath = (name: string, script: (bin: string) => string) => {
   return { bin, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } };
 };
 
-/**
- * A `mktemp` first in the take's PATH that makes the name it returns `plant` (sh code given $N,
- * the name the real mktemp created): the model's code, watching /tmp, replaced the take's copy
- * after mktemp made it, which no name check can prevent (same user, sticky /tmp notwithstanding).
- */
-const mktempShim = (plant: string) => {
-  const shim = firstInPath(
-    'mktemp',
-    (bin) => `N=$(PATH=${process.env.PATH} mktemp "$@") || exit $?\necho "$N" >> ${bin}/names\n${plant}\necho "$N"\n`,
-  );
-  return { env: shim.env, names: () => readFileSync(path.join(shim.bin, 'names'), 'utf8').split('\n').filter(Boolean) };
-};
-
 describe('takeDiff, with a broken repository', () => {
   // git refused every command on a config it could not read, and the take printed nothing: an
   // empty diff, taken for a run that changed no file ("Succeeded" with no changes).
@@ -103,34 +91,25 @@ describe('takeDiff, with a workspace file git cannot read', () => {
     );
     await expect(taking).rejects.not.toThrow(/\.git \(config, index or HEAD\) is broken/);
   });
-
-  // When both adds give up (the copy's lock planted, and the model's index locked by its own
-  // git), git's reason is in the message, not only its exit status.
-  it("says why git add failed when it cannot add on the copy nor on the model's index", async () => {
-    const shim = mktempShim('mkdir "$N.lock"');
-    writeFileSync(path.join(workspace.root, '.git/index.lock'), '');
-    session = await openSession(workspace, shim.env);
-    await expect(takeDiff(session, { timeoutMs: 30_000 })).rejects.toThrow(
-      /^taking the diff failed: git could not read .*git add exited 128: .*index\.lock.*File exists/,
-    );
-    for (const name of shim.names()) planted.push(`${name}.lock`);
-  });
 });
 
 describe('takeDiff, with a directory gone while git add read its parent', () => {
   // git warns `could not open directory 'tmpd/': No such file or directory` and exits 0 when a
   // directory a dev server or a test made and deleted goes between its listing and its open:
-  // none of its files can be missing, and the take must not fail for it. A git first in PATH
-  // warns so on its add, as git does, then runs the real git.
+  // none of its files can be missing, and the take must not fail for it. A git first in the
+  // toolbox's PATH (a directory outside the workspace, which the toolbox trusts) warns so on its
+  // add, as git does, then runs the real git; it records that it warned, so that the test fails
+  // if the take stops running it rather than passing without the warning.
   it('takes the whole change', async () => {
     const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
     const shim = firstInPath(
       'git',
-      () =>
-        `case " $* " in *" add "*) echo "warning: could not open directory 'tmpd/': No such file or directory" >&2;; esac\nexec ${real} "$@"\n`,
+      (bin) =>
+        `case " $* " in *" add "*) echo warned >> ${bin}/warned; echo "warning: could not open directory 'tmpd/': No such file or directory" >&2;; esac\nexec ${real} "$@"\n`,
     );
     session = await openSession(workspace, shim.env);
     expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+    expect(readFileSync(path.join(shim.bin, 'warned'), 'utf8')).toBe('warned\n');
   });
 });
 
@@ -220,30 +199,50 @@ describe('takeDiff, with /tmp planted by the sandbox', () => {
     expect(readFileSync(path.join(workspace.root, 'b.txt'), 'utf8')).toBe('kept\n');
   });
 
-  it.each([
-    ['a symlink to a file in the workspace', (victim: string) => `rm -f "$N"; ln -s ${victim} "$N"`],
-    ['a symlink to /dev/zero', () => 'rm -f "$N"; ln -s /dev/zero "$N"'],
-    ['a FIFO', () => 'rm -f "$N"; mkfifo "$N"'],
-  ])("writes nothing through, and takes the whole change, when the take's copy is replaced by %s", async (_, plant) => {
-    const victim = path.join(workspace.root, 'b.txt');
-    const shim = mktempShim(plant(victim));
-    session = await openSession(workspace, shim.env);
+  /**
+   * The take, its directory in /tmp replaced by `plant` (sh given $N) once mktemp made it: the
+   * model's code, watching /tmp, did so, which no name check prevents (same user). Only the
+   * first directory: the one in the model's .git is not planted. A directory sub/ is committed.
+   */
+  const takeWithTmpReplaced = async (plant: string) => {
+    workspace.write({ 'sub/keep.txt': 'kept\n' });
+    workspace.git('add', 'sub/keep.txt');
+    workspace.git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'sub');
+    const base = workspace.git('rev-parse', 'HEAD').trim();
+    const dir = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
+    planted.push(dir);
+    session = await openSession(workspace);
+    const { sandbox, made } = plantingMktemp(session, `[ -e ${dir}/once ] || { touch ${dir}/once; ${plant}; }`, dir);
     const started = Date.now();
-    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+    const taken = await takeDiff(sandbox, { timeoutMs: 30_000 }, base);
     expect(Date.now() - started).toBeLessThan(15_000);
-    expect(readFileSync(victim, 'utf8')).toBe('kept\n');
-    // The take made its copy (the shim ran), and removed it.
-    expect(shim.names()).toHaveLength(1);
-    for (const name of shim.names()) expect(existsSync(name)).toBe(false);
+    for (const name of made()) planted.push(name);
+    return { taken, made: made() };
+  };
+
+  // git init refuses a name that is not a directory: the take makes its repository in the
+  // model's .git instead, and removes it.
+  it.each([
+    ['a symlink to a file in the workspace', (root: string) => `rm -rf "$N"; ln -s ${root}/b.txt "$N"`],
+    ['a symlink to /dev/zero', () => 'rm -rf "$N"; ln -s /dev/zero "$N"'],
+    ['a FIFO', () => 'rm -rf "$N"; mkfifo "$N"'],
+  ])("writes nothing through, and takes the whole change, when the take's directory in /tmp is replaced by %s", async (_, plant) => {
+    const { taken, made } = await takeWithTmpReplaced(plant(workspace.root));
+    expectWholeChange(taken.diff);
+    expect(readFileSync(path.join(workspace.root, 'b.txt'), 'utf8')).toBe('kept\n');
+    expect(made).toHaveLength(2);
+    expect(made[1]!.startsWith(path.join(workspace.root, '.git/'))).toBe(true);
+    expect(existsSync(made[1]!)).toBe(false);
   });
 
-  // git gives up (exit 128) when it cannot lock its index: a copy whose lock was planted, or a
-  // /tmp with no room for the new index. The add on the copy then left every new file out.
-  it("takes the new files on the model's index when git cannot write the copy's", async () => {
-    const shim = mktempShim('mkdir "$N.lock"');
-    session = await openSession(workspace, shim.env);
-    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
-    for (const name of shim.names()) planted.push(`${name}.lock`);
+  // git init follows a symlink to a directory: the take wrote its repository (HEAD, config,
+  // index) into the workspace's sub/, left it there (the trap removes the link only), and took
+  // it as new files of the run's change. take-diff.ts refuses a directory that is a link.
+  it("writes nothing through, and takes the whole change, when the take's directory in /tmp is replaced by a symlink to a directory in the workspace", async () => {
+    const { taken } = await takeWithTmpReplaced(`rm -rf "$N"; ln -s ${workspace.root}/sub "$N"`);
+    expectWholeChange(taken.diff);
+    expect(taken.diff).not.toContain('sub/');
+    expect(workspace.git('status', '--porcelain', '--untracked-files=all', '--', 'sub')).toBe('');
   });
 });
 
@@ -282,9 +281,9 @@ describe.skipIf(!ownTmpWorks)('takeDiff, with no room in /tmp', () => {
   it.each([
     ['read-only', '1m', 'mount -o remount,ro /tmp'],
     ['full', '8k', '{ cat /dev/zero > /tmp/fill; true; } 2>/dev/null'],
-    // Room for the copy of the index but not for the index git writes beside it.
+    // Room for the private repository's directory but not for the index git writes in it.
     ['all but full', '8k', 'head -c 4096 /dev/zero > /tmp/fill'],
-  ])("takes the whole change on the model's index when /tmp is %s", async (_, size, then) => {
+  ])("takes the whole change in the model's .git when /tmp is %s", async (_, size, then) => {
     const taken = await takeDiff(withOwnTmp(size, then), { timeoutMs: 30_000 });
     expectWholeChange(taken.diff);
     expect(taken.truncated).toBe(false);

@@ -8,6 +8,7 @@ import { LIMITS } from '../../operator/src/api/index.ts';
 import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
 import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { DiffBaseMissingError } from '../../operator/src/workers/errors/diff-base-missing-error.ts';
 import { REASONS, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { buildDiffConfigMap, type DiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
 import { countDiff, keptDiffResult } from '../../operator/src/reconcile/kept-diff.ts';
@@ -82,13 +83,20 @@ describe('takeDiff', () => {
     expect((await takeDiff(sandbox)).diff).not.toContain('+TWO');
   });
 
-  it('takes the diff against HEAD when the base is not a commit name or not in the repository, and never runs it', async () => {
+  it('takes the diff against HEAD when the base is not a commit name, and never runs it', async () => {
     workspace.write({ 'a.txt': 'one\nTWO\n' });
-    for (const base of ['f'.repeat(40), '$(touch pwned)', 'HEAD; touch pwned']) {
+    for (const base of ['$(touch pwned)', 'HEAD; touch pwned']) {
       const taken = await takeDiff(sandbox, {}, base);
       expect(taken.diff).toContain('-two\n+TWO\n');
     }
     expect(workspace.git('status', '--porcelain', '--untracked-files=all')).not.toContain('pwned');
+  });
+
+  // A base the objects do not hold: falling back to HEAD took the change against a commit the
+  // model chose (take-diff-model-git-state.test.ts has the model deleting the clone's commit).
+  it('fails with DiffBaseMissingError, rather than take the diff against HEAD, when the base is not in the repository', async () => {
+    workspace.write({ 'a.txt': 'one\nTWO\n' });
+    await expect(takeDiff(sandbox, {}, 'f'.repeat(40))).rejects.toSatisfy(DiffBaseMissingError.isInstance);
   });
 
   it("takes a copy as a new file, whatever the sandbox's git config says (a copy is refused where a diff is applied)", async () => {
@@ -115,7 +123,7 @@ describe('takeDiff', () => {
     expect(await status()).not.toBe('running');
   });
 
-  // The take runs on a private copy of the index: a bash killed at its timeout inside `git add`
+  // The take runs on an index of its own, never the model's: a bash killed at its timeout inside `git add`
   // left .git/index.lock behind, and the model's background jobs may hold it at that moment;
   // `git add` on the model's index then failed silently and every new file was missing from the
   // diff kept and published (and the model's own git commands failed on the lock left).

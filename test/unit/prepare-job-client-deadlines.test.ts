@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CallOptions, ImportOptions, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
-import { importTimeoutMs, runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
+import { IMPORT_CHECK, importTimeoutMs, runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
 import { gitRepository, prepareJobHarness } from '../support/prepare-job-harness.ts';
 import { launchHere } from '../../operator/src/workers/process-launcher.ts';
@@ -43,7 +43,7 @@ describe('the prepare job', () => {
     await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' }, 'pod-1');
     expect(asked).toEqual([
       ['import', importTimeoutMs(deps.clonePolicy.maxCheckoutBytes)],
-      ['git rev-parse --verify -q HEAD', 120_000],
+      [(IMPORT_CHECK.input as { command: string }).command, 120_000],
       // The toolbox bounds what it reads of guidance files; a minute for that and one to answer.
       ['read_repository_instructions', 120_000],
       // The setup's own timeout, and a minute for the toolbox to answer after it.

@@ -19,6 +19,7 @@ import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun, readAgainWhile, runNow, throwIfPutOff } from './live-run.ts';
 import { startingState } from './starting-state.ts';
 import { archiveReadStream } from './archive-stream.ts';
+import { OPERATOR_COMMAND_PREFIX } from './operator-command-prefix.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 /** The client waits this much past a command's own timeout for the toolbox to answer (as verify-work.ts does). */
@@ -29,11 +30,14 @@ const CHECK_TIMEOUT_MS = 60_000;
 /**
  * The check that the import landed: the workspace has a HEAD. Run before any approval, so in the
  * toolbox's own environment (operatorEnvironment): with the run's PATH it ran a git the
- * repository committed (/workspace/.venv/bin/git).
+ * repository committed (/workspace/.venv/bin/git). The command clears the run's git environment
+ * itself too (OPERATOR_COMMAND_PREFIX). The
+ * workspace's .git named, not searched for: no GIT_DIR, and no safe.directory needed for a
+ * workspace of another owner (git checks the owner of a repository it finds, not one it is given).
  */
 export const IMPORT_CHECK: ToolRequest = {
   tool: 'bash',
-  input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: CHECK_TIMEOUT_MS },
+  input: { command: `${OPERATOR_COMMAND_PREFIX}; git --git-dir=.git rev-parse --verify -q HEAD`, timeoutMs: CHECK_TIMEOUT_MS },
   operatorEnvironment: true,
 };
 

@@ -1,5 +1,5 @@
 // The run's change, taken from the sandbox for the finalize job and the diff snapshots:
-// everything against the commit the run cloned (else HEAD), new files included
+// everything against the commit the run cloned (else the model's HEAD), new files included
 // (intent-to-add), cut at LIMITS.fullDiff. Against the clone's commit, not HEAD: a model that
 // commits its work (told not to, it sometimes does) moves HEAD, and a diff against HEAD then
 // lost what it had committed. One clean shell does it all: each call is a round trip through
@@ -13,6 +13,8 @@ import { boundText } from '../record/transcript-entry.ts';
 import { isCommitId } from '../api/commit-id.ts';
 import { isUtf8Diff } from '../reconcile/not-utf8-diff.ts';
 import { reachesDiffCut } from '../reconcile/diff-config-map.ts';
+import { DiffBaseMissingError } from './errors/diff-base-missing-error.ts';
+import { OPERATOR_COMMAND_PREFIX } from './operator-command-prefix.ts';
 
 interface BashResult {
   exitCode: number | null;
@@ -42,32 +44,42 @@ const GIT_DIFF =
  * or alias in the sandbox prints any counts it likes (and files can change between two git
  * runs), and filesChanged chose the run's message; the operator counts the diff it keeps.
  *
- * On a private copy of the index (GIT_INDEX_FILE), never the model's: the bash is killed at
- * its timeout, and a kill inside `git add` left .git/index.lock behind, after which every take's
- * `git add` failed (as does one while the model's background jobs hold the lock) and the diff
- * lacked every new file, kept and published so; the model's own git commands failed on the
- * lock too. The copy's lock is the take's alone, and the model's index is neither locked nor
- * changed. The copy is in /tmp, never $TMPDIR (the run's env may point that into the workspace,
- * and the copy was taken as a new file), and copies a SIGKILL left (the trap does not run then)
- * are removed by the next take: /tmp is a 1 GiB emptyDir. Without a copy (no room in /tmp), or
- * when git gives up on it, the take runs on the model's index, as it always did. /tmp is the
- * sandbox's code's to write too (same user): no name there is written through or opened
- * blocking (see the command). `git add --ignore-errors`: a path git cannot add (a nested
+ * Nothing of the model's .git is trusted but its objects. The take's git runs on a repository
+ * of its own (GIT_DIR, made fresh by `git init` for each take) with the workspace as its work
+ * tree and the workspace's .git/objects as its object store, so the model's .git/config
+ * (core.worktree at a shadow directory, a filter, a promisor remote), hooks (post-index-change
+ * ran during the add), info/attributes, info/exclude and refs/replace (GIT_NO_REPLACE_OBJECTS as
+ * well) choose nothing. Its index is made from the base (`read-tree`), never copied from the
+ * model's: an entry marked skip-worktree or assume-unchanged made the diff show the blob the
+ * model staged, not the file the verify check graded, and finalize kept and published that blob
+ * (one with stat data forged to match the file named the staged blob on its `index` line). Nor
+ * is the model's index locked or changed (a lock a killed take or the model's own git left made
+ * every later add fail). `update-index --refresh` then reads
+ * every tracked file once (the cost of owning the stat data) so the add and the diff need not.
+ * New files are taken as before: every file not ignored by the worktree's .gitignore files
+ * (intent-to-add); the model's own `git add -f` of an ignored file no longer counts.
+ *
+ * The private repository is in /tmp, never $TMPDIR (the run's env may point that into the
+ * workspace), and when /tmp has no room (read-only, full: a 1 GiB emptyDir the model can fill)
+ * in the model's .git, which is never part of the work tree. Ones a SIGKILL left (the trap does
+ * not run then) are removed by the next take. Both are the sandbox's code's to write too (same
+ * user): git writes there only by lock file and rename, which neither follows a planted link
+ * nor opens a planted FIFO. `git add --ignore-errors`: a path git cannot add (a nested
  * repository with no commit, from `git init sub`) must not keep the other new files out; nor
  * fail the take, which finalize would retry into AgentFailed. git that fails outright (exit
- * over 1: a .git/config it cannot parse, .git gone, a workspace file it cannot read) fails the
- * take: it printed no diff, which was kept as a run that changed nothing. So does an add that
- * could not open a directory (UNREADABLE_DIRECTORY): the diff lacked its files. Split index
- * off for the add: it would write a shared index into the model's .git.
+ * over 1: .git/objects gone, a workspace file it cannot read) fails the take: it printed no
+ * diff, which was kept as a run that changed nothing. So does an add that could not open a
+ * directory (UNREADABLE_DIRECTORY): the diff lacked its files. A base the objects no longer
+ * hold fails it too (DiffBaseMissingError), where it once fell back to HEAD: a base the model
+ * chose.
  */
 
 /**
  * The take's add. Its exit 1 is paths --ignore-errors skipped (a nested repository with no
- * commit); over 1 is git giving up (it cannot lock or write its index, or read the config).
- * core.fsmonitor is the repository's, as it always was for the add. LC_ALL=C: its words are
+ * commit); over 1 is git giving up (it cannot lock or write its index). LC_ALL=C: its words are
  * read (UNREADABLE_DIRECTORY), and the run's env may ask git for another language (LANGUAGE).
  */
-const GIT_ADD = 'LC_ALL=C git -c core.splitIndex=false add --ignore-errors -A --intent-to-add .';
+const GIT_ADD = 'LC_ALL=C git -c core.splitIndex=false -c core.fsmonitor=false add --ignore-errors -A --intent-to-add .';
 
 /**
  * What git add warns of a directory it cannot open (mode 000 to the take's user): it exits 0,
@@ -93,39 +105,65 @@ const addInto =
 
 /** The command's exit status when git failed or left files out; its stderr then says why (after the size line). */
 const GIT_FAILED_EXIT = 3;
+/** The command's exit status when the repository's objects do not hold the base commit. */
+const BASE_MISSING_EXIT = 4;
+
+/** The repository's object format, and the base as the command names it: `$B` once the command has set it. */
+const baseStep = (base: string) =>
+  base === 'HEAD'
+    ? [
+        // No recorded base (a run from before the operator kept one): the model's HEAD, and the
+        // format its config names (which, for a config git cannot parse, fails the take). Read
+        // with the model's .git only here, and neither peeled nor looked up (a promisor remote in
+        // its config would fetch a missing object): the lookup is the private repository's.
+        `F=$(git --git-dir="$W/.git" rev-parse --show-object-format 2>&1) || { printf '0\\ngit rev-parse exited %s: %s' "$?" "\${F:0:300}" >&2; exit ${GIT_FAILED_EXIT}; }`,
+        `B=$(git --git-dir="$W/.git" rev-parse --verify -q HEAD) || exit ${BASE_MISSING_EXIT}`,
+      ]
+    : [`B=${base}`, `F=${base.length === 64 ? 'sha256' : 'sha1'}`];
+
+/** git init's option for the format: none for SHA-1, the default, which a git before 2.29 (a local run's) knows no option for. */
+const FORMAT_OPTION = 'X=; [ "$F" = sha1 ] || X="--object-format=$F"';
 
 const takeDiffCommand = (base: string) =>
   [
-    // The base is a full SHA (checked below) or HEAD; a base the repository no longer holds
-    // (the model rewrote .git) falls back to HEAD rather than to no diff at all.
-    `B=${base}`,
-    'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
-    // Copies of earlier takes a SIGKILL left behind (changed over 2 minutes ago: a take's bash
-    // runs at most 120 s), then this take's own. find -delete removes a planted link or FIFO
-    // itself, never what it leads to, and opens nothing.
-    'find /tmp -maxdepth 1 -name "chamvi-diff-index.*" -cmin +2 -delete 2>/dev/null',
-    'I=$(mktemp /tmp/chamvi-diff-index.XXXXXX 2>/dev/null) || I=',
-    `if [ -n "$I" ]; then trap 'rm -f "$I" "$I.lock" 2>/dev/null' EXIT; fi`,
-    'M=$(git rev-parse --git-path index 2>/dev/null)',
-    // -p: the copy keeps the index's mtime, by which git tells a racily clean entry (a file
-    // changed, at the same size, within the index's own second): a newer copy took such a
-    // change for unchanged and left it out of the diff. No index yet: git starts from none.
-    // --remove-destination: the sandbox's code (the take's user) can replace the name mktemp
-    // made with a symlink (cp wrote the index through it, into a workspace file) or a FIFO (cp
-    // hung until the bash's timeout); cp unlinks it and creates the copy O_EXCL, which neither
-    // follows a name planted meanwhile nor opens one: it fails, and the take runs on the model's index.
-    'if [ -n "$I" ]; then if [ -n "$M" ] && [ -f "$M" ]; then cp -p --remove-destination "$M" "$I" 2>/dev/null && export GIT_INDEX_FILE="$I"; else rm -f "$I"; export GIT_INDEX_FILE="$I"; fi; fi',
-    // git gave up on the copy (its lock planted, no room in /tmp for the new index, the copy
-    // replaced by something it cannot read): the add left every new file out of the diff, which
-    // was kept as the whole change. The model's index then, as a take without a copy; and git
-    // giving up there too is the take failing, not a diff without the new files.
-    addInto,
-    `if [ "$S" -gt 1 ] && [ -n "\${GIT_INDEX_FILE-}" ]; then unset GIT_INDEX_FILE; ${addInto}; fi`,
-    // The size, and whether git could diff at all: one that cannot (a .git/config it cannot
-    // parse, .git gone, no HEAD, a workspace file it cannot read) printed nothing, an empty diff
-    // taken for a run that changed no file. Nor is a diff without a directory git could not open
-    // the change. The reasons (the add's words and the diff's) on stderr, after the size line,
-    // and the take fails.
+    OPERATOR_COMMAND_PREFIX,
+    // The workspace: every operator command starts there (bash-script.ts's prelude).
+    'W=$(pwd -P)',
+    ...baseStep(base),
+    FORMAT_OPTION,
+    `[ -d "$W/.git/objects" ] || { printf '0\\nthe workspace has no .git/objects directory' >&2; exit ${GIT_FAILED_EXIT}; }`,
+    // Private repositories (and index copies of takes before them) a SIGKILL left behind
+    // (changed over 2 minutes ago: a take's bash runs at most 120 s). find opens nothing it
+    // matches, and rm removes a planted link or FIFO itself, never what it leads to.
+    `find /tmp "$W/.git" -maxdepth 1 \\( -name "chamvi-diff-index.*" -o -name "chamvi-diff-git.*" \\) -cmin +2 -exec rm -rf -- {} + 2>/dev/null`,
+    'T=()',
+    `trap 'rm -rf -- "\${T[@]}" 2>/dev/null' EXIT`,
+    'export GIT_NO_REPLACE_OBJECTS=1 GIT_OBJECT_DIRECTORY="$W/.git/objects" GIT_WORK_TREE="$W"',
+    'S=128',
+    'A=',
+    // In /tmp, else in the model's .git: git that gives up on one (no room for the repository
+    // or its index, a planted lock) left every new file out of the diff, kept as the whole change.
+    'for P in /tmp "$W/.git"; do ' +
+      'D=$(mktemp -d "$P/chamvi-diff-git.XXXXXX" 2>/dev/null) || { A="no directory for git in $P"; continue; }; ' +
+      'T+=("$D"); ' +
+      // A link put in its place (same user) would have git init write into what it leads to, a
+      // directory of the workspace included, and the diff would carry git's files. The check
+      // leaves a moment before the init; a link planted then writes only files the model could.
+      '{ [ -d "$D" ] && [ ! -L "$D" ]; } || { A="$D is no longer the directory mktemp made"; continue; }; ' +
+      'export GIT_DIR="$D"; ' +
+      // --template=: no hooks, no info/exclude. The objects and the work tree are the take's
+      // only, not the new repository's: git init would write them into its config.
+      'A=$(env -u GIT_DIR -u GIT_WORK_TREE -u GIT_OBJECT_DIRECTORY git init -q --bare --template= $X "$D" 2>&1 >/dev/null) || continue; ' +
+      `git cat-file -e "$B^{commit}" 2>/dev/null || exit ${BASE_MISSING_EXIT}; ` +
+      'A=$(LC_ALL=C git read-tree "$B" 2>&1 >/dev/null) || { S=128; continue; }; ' +
+      'git -c core.fsmonitor=false update-index -q --refresh >/dev/null 2>&1; ' +
+      `${addInto}; ` +
+      '[ "$S" -le 1 ] && break; ' +
+      'done',
+    // The size, and whether git could diff at all: one that cannot (a workspace file it cannot
+    // read) printed nothing, an empty diff taken for a run that changed no file. Nor is a diff
+    // without a directory git could not open the change. The reasons (the add's words and the
+    // diff's) on stderr, after the size line, and the take fails.
     `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] && [[ $A != *"${UNREADABLE_DIRECTORY}"*"${UNREADABLE_BECAUSE}"* ]] || { printf '0\\ngit add exited %s%s; ' "$S" "\${A:+: $A}" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 350 >&2; exit ${GIT_FAILED_EXIT}; }`,
     `printf '%s\\n' "$N" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
@@ -204,7 +242,8 @@ const objectOf = (result: unknown): Record<string, unknown> | undefined =>
   typeof result === 'object' && result !== null ? (result as Record<string, unknown>) : undefined;
 
 /**
- * The change against `base` (the commit the run cloned; HEAD when unknown), new files included
+ * The change against `base` (the commit the run cloned; the model's HEAD when unknown; a base
+ * the repository no longer holds throws DiffBaseMissingError), new files included
  * (intent-to-add), cut at 1 MiB, and marked when its bytes are not UTF-8 text. The bash stops
  * before options.timeoutMs (bashTimeoutWithin). options.clean: 'keep-jobs' (the default, a
  * snapshot) leaves what the model runs running; true (finalize's take) sweeps it first.
@@ -219,7 +258,8 @@ export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, 
   // In the toolbox's own environment, not the run's (operatorEnvironment): the take runs after
   // every step, whatever the run gates, and the run's PATH (/workspace/.venv/bin first) ran the
   // repository's git for it, its HOME=/workspace a .gitconfig the model wrote (a clean filter
-  // the add ran). The command's own GIT_INDEX_FILE and -c settings are set inside it.
+  // the add ran). The command clears the run's git environment and sets its repository itself
+  // too (OPERATOR_COMMAND_PREFIX).
   const response = await sandbox.call(
     { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(callOptions.timeoutMs) }, clean, operatorEnvironment: true },
     callOptions,
@@ -234,6 +274,7 @@ export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, 
   // git could not add or diff: what it printed (nothing) is not the run's change. Nor is what a
   // command that did not end as the take ends printed (killed by the model's code, exitCode null).
   if (out.exitCode === GIT_FAILED_EXIT) throw new Error(`taking the diff failed: ${gitFailure(out.stderr)}`);
+  if (out.exitCode === BASE_MISSING_EXIT) throw new DiffBaseMissingError(baseOf(base));
   if (out.exitCode !== 0) throw new Error(`taking the diff failed: its command exited ${String(out.exitCode)}`);
   // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
   // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
