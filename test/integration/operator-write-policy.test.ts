@@ -2,8 +2,10 @@
 // RBAC for the operator (templates/rbac.yaml, with watchNamespaces and a warm pool) and its write
 // policy (templates/operator-write-policy.yaml) applied to the local control plane. The operator
 // clones hostile repositories and parses sandbox output; should it run code it was sent, it still
-// makes only pods of its own shape (the namespace's default ServiceAccount, no token, nothing of
-// the host, nothing privileged, its label) and writes only its own ConfigMaps and NetworkPolicies.
+// makes only pods of its own shape (the namespace's default ServiceAccount, no token, emptyDir
+// volumes only, nothing of the host, nothing privileged or root, its label), deletes only its own
+// pods, and writes only its own ConfigMaps and NetworkPolicies (a run's, and policies that allow
+// nothing but the path to the egress proxy).
 // Every pod the operator's builders make goes through its own gateways with a real token of that
 // ServiceAccount and is admitted; every forbidden write is first seen to pass RBAC alone.
 import { CoreV1Api, KubeConfig, NetworkingV1Api, NodeV1Api, type V1Pod } from '@kubernetes/client-node';
@@ -14,9 +16,15 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { createIsolationProbeKube } from '../../operator/src/controller/isolation-probe.ts';
 import { FINISHED_RUNS_CONFIG_MAP } from '../../operator/src/reconcile/finished-runs.ts';
-import { buildIsolationProbePod, buildIsolationProbePolicy } from '../../operator/src/reconcile/isolation-probe-pod.ts';
-import { SANDBOX_DENY_ALL_POLICY, sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { buildIsolationProbePod, buildIsolationProbePolicy, isolationProbeName } from '../../operator/src/reconcile/isolation-probe-pod.ts';
+import {
+  SANDBOX_DENY_ALL_POLICY,
+  SANDBOX_EGRESS_POLICY,
+  sandboxDenyAllPolicy,
+  sandboxEgressPolicy,
+} from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { claimPatch, warmPoolNetworkPolicy, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
@@ -90,17 +98,44 @@ const forbiddenPods: { case: string; forge: (pod: V1Pod) => V1Pod; refused: stri
       ...pod,
       spec: { ...pod.spec!, volumes: [...pod.spec!.volumes!, { name: 'host', hostPath: { path: '/var/run' } }] },
     }),
-    refused: `${REFUSED} make only pods without hostNetwork, hostPID, hostIPC or hostPath volumes`,
+    refused: `${REFUSED} make only pods whose volumes are all emptyDir, not host`,
+  },
+  {
+    case: 'a projected ServiceAccount token of any audience',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        volumes: [
+          ...pod.spec!.volumes!,
+          { name: 'aws', projected: { sources: [{ serviceAccountToken: { path: 'token', audience: 'sts.amazonaws.com' } }] } },
+        ],
+      },
+    }),
+    refused: 'whose volumes are all emptyDir, not aws',
   },
   {
     case: "the node's network",
     forge: (pod) => ({ ...pod, spec: { ...pod.spec!, hostNetwork: true } }),
-    refused: 'without hostNetwork, hostPID, hostIPC or hostPath volumes',
+    refused: `${REFUSED} make only pods without hostNetwork, hostPID, hostIPC or a hostPort`,
   },
   {
     case: "the node's PIDs",
     forge: (pod) => ({ ...pod, spec: { ...pod.spec!, hostPID: true } }),
-    refused: 'without hostNetwork, hostPID, hostIPC or hostPath volumes',
+    refused: 'without hostNetwork, hostPID, hostIPC or a hostPort',
+  },
+  {
+    case: "a port of the node's",
+    forge: (pod) => ({
+      ...pod,
+      spec: { ...pod.spec!, containers: pod.spec!.containers.map((c) => ({ ...c, ports: [{ containerPort: 8080, hostPort: 8080 }] })) },
+    }),
+    refused: 'without hostNetwork, hostPID, hostIPC or a hostPort',
+  },
+  {
+    case: 'a node of its choosing (past the scheduler)',
+    forge: (pod) => ({ ...pod, spec: { ...pod.spec!, nodeName: 'control-plane' } }),
+    refused: `${REFUSED} create only pods the scheduler places, not one on node control-plane`,
   },
   {
     case: 'a privileged container',
@@ -114,7 +149,7 @@ const forbiddenPods: { case: string; forge: (pod: V1Pod) => V1Pod; refused: stri
         })),
       },
     }),
-    refused: `${REFUSED} make only pods whose containers are not privileged, set allowPrivilegeEscalation false and add no capabilities, not sandbox`,
+    refused: `${REFUSED} make only pods whose containers are not privileged, set allowPrivilegeEscalation false, drop ALL capabilities and add none, not sandbox`,
   },
   {
     case: 'an init container that may escalate',
@@ -125,7 +160,7 @@ const forbiddenPods: { case: string; forge: (pod: V1Pod) => V1Pod; refused: stri
         initContainers: [{ name: 'setup', image: config.sandboxImage, command: ['true'], securityContext: { runAsNonRoot: true } }],
       },
     }),
-    refused: 'and add no capabilities, not setup',
+    refused: 'drop ALL capabilities and add none, not setup',
   },
   {
     case: 'an added capability',
@@ -139,7 +174,55 @@ const forbiddenPods: { case: string; forge: (pod: V1Pod) => V1Pod; refused: stri
         })),
       },
     }),
-    refused: 'and add no capabilities, not sandbox',
+    refused: 'drop ALL capabilities and add none, not sandbox',
+  },
+  {
+    case: 'capabilities kept (none dropped)',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({ ...c, securityContext: { ...c.securityContext, capabilities: { drop: [] } } })),
+      },
+    }),
+    refused: 'drop ALL capabilities and add none, not sandbox',
+  },
+  {
+    case: 'a container with runAsNonRoot false',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({ ...c, securityContext: { ...c.securityContext, runAsNonRoot: false } })),
+      },
+    }),
+    refused: `${REFUSED} make only pods whose containers run with runAsNonRoot true and not as user 0, not sandbox`,
+  },
+  {
+    case: "user 0 from the pod's security context",
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        securityContext: { ...pod.spec!.securityContext, runAsUser: 0 },
+        containers: pod.spec!.containers.map((c) => ({ ...c, securityContext: { ...c.securityContext, runAsUser: undefined } })),
+      },
+    }),
+    refused: 'runAsNonRoot true and not as user 0, not sandbox',
+  },
+  {
+    case: 'an unconfined seccomp profile',
+    forge: (pod) => ({
+      ...pod,
+      spec: {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({
+          ...c,
+          securityContext: { ...c.securityContext, seccompProfile: { type: 'Unconfined' } },
+        })),
+      },
+    }),
+    refused: `${REFUSED} make only pods whose containers have a RuntimeDefault or Localhost seccomp profile, not sandbox`,
   },
   {
     case: "no operator's label",
@@ -172,6 +255,8 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
   await kubectlOk(['create', 'configmap', `app-delete-${suffix}`, '-n', NS, '--from-literal=settings.yaml=database: prod']);
   await admin.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: NS, body: foreignPolicy(`database-${suffix}`) });
   await admin.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: NS, body: foreignPolicy(`widen-${suffix}`) });
+  await kubectlOk(['run', `app-pod-${suffix}`, '-n', NS, '--image=busybox', '--', 'sleep', '3600']);
+  const managed = { 'app.kubernetes.io/managed-by': 'chamvi-operator' };
   return {
     'create an unlabelled ConfigMap': await attempt(() =>
       core.createNamespacedConfigMap({ namespace: NS, body: configMap(`unlabelled-${suffix}`) }),
@@ -187,6 +272,10 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
       }),
     ),
     "delete the application's ConfigMap": await attempt(() => kube.deleteConfigMap(NS, `app-delete-${suffix}`)),
+    'create a ConfigMap with its label but of no run (aws-auth)': await attempt(() =>
+      core.createNamespacedConfigMap({ namespace: NS, body: configMap(`aws-auth-${suffix}`, managed) }),
+    ),
+    "delete the application's pod": await attempt(() => kube.deletePod(NS, `app-pod-${suffix}`)),
     "delete the application's NetworkPolicy": await attempt(() => kube.deleteNetworkPolicy(NS, `database-${suffix}`)),
     'create an allow-all NetworkPolicy over the application with its label': await attempt(() =>
       networking.createNamespacedNetworkPolicy({
@@ -194,6 +283,32 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
         body: {
           metadata: { name: `open-${suffix}`, namespace: NS, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator' } },
           spec: { podSelector: {}, policyTypes: ['Ingress'], ingress: [{}] },
+        },
+      }),
+    ),
+    'create an allow-all NetworkPolicy with its label over an isolation probe label': await attempt(() =>
+      networking.createNamespacedNetworkPolicy({
+        namespace: NS,
+        body: {
+          metadata: { name: `probe-open-${suffix}`, namespace: NS, labels: managed },
+          spec: {
+            podSelector: { matchLabels: { 'chamvi.dev/isolation-probe': 'x' } },
+            policyTypes: ['Ingress', 'Egress'],
+            ingress: [{}],
+            egress: [{}],
+          },
+        },
+      }),
+    ),
+    'make its egress policy open to everywhere': await attempt(() =>
+      networking.createNamespacedNetworkPolicy({
+        namespace: NS,
+        body: {
+          ...sandboxEgressPolicy(NS, config),
+          spec: {
+            ...sandboxEgressPolicy(NS, config).spec!,
+            egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0' } }], ports: [{ port: 443 }] }],
+          },
         },
       }),
     ),
@@ -281,6 +396,8 @@ beforeAll(async () => {
   podsBeforePolicy = [];
   for (const { forge } of forbiddenPods) podsBeforePolicy.push(await attempt(() => kube.createPod(forge(sandboxPod()))));
   foreignBeforePolicy = await foreignWrites('before');
+  // The open egress policy made by RBAC alone would hold the name the builder's test makes its own under.
+  await kubectlOk(['delete', 'networkpolicy', SANDBOX_EGRESS_POLICY, '-n', NS]);
 
   await applyManifests(policies);
   // A new policy takes a moment to be enforced: wait until a pod of another ServiceAccount is refused.
@@ -340,6 +457,53 @@ describe("the operator's ServiceAccount against the real API server, with its wr
     });
     await kube.deleteNetworkPolicy(NS, SANDBOX_DENY_ALL_POLICY);
     expect((await kubectl(['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', NS])).stderr).toMatch(/NotFound/);
+  });
+
+  it("makes the namespace's egress policy to the proxy's pods, and replaces it with one to the proxy's CIDR", async () => {
+    expect(await kube.createNetworkPolicy(sandboxEgressPolicy(NS, config))).toBeUndefined();
+    const held = await networking.readNamespacedNetworkPolicy({ namespace: NS, name: SANDBOX_EGRESS_POLICY });
+    const outside = sandboxEgressPolicy(NS, { ...config, egressProxy: { ...config.egressProxy, ipBlock: '192.0.2.2/32' } });
+    expect(outside.spec!.egress).toEqual([
+      { to: [{ ipBlock: { cidr: '192.0.2.2/32' } }], ports: [expect.objectContaining({ port: 3128 })] },
+    ]);
+    await kube.replaceNetworkPolicy({ ...outside, metadata: { ...outside.metadata, resourceVersion: held.metadata!.resourceVersion } });
+    await kube.deleteNetworkPolicy(NS, SANDBOX_EGRESS_POLICY);
+  });
+
+  it('deletes its own pods: a run sandbox, a pool pod and an isolation probe pod', async () => {
+    const owner = await createPodOwnerRun(admin, NS, 'deleted');
+    const sandbox = buildSandboxPod(owner, config);
+    await kube.createPod(sandbox);
+    const poolPod = await warmPools.createPoolPod(warmPoolPod(pool, config, run));
+    const probes = createIsolationProbeKube(operatorConfig);
+    const probePod = await probes.createPod(buildIsolationProbePod(NS, 'deleted', config, 60));
+    await kube.deletePod(NS, sandbox.metadata!.name!);
+    await warmPools.deletePod(NS, poolPod.metadata!.name!, { uid: poolPod.metadata!.uid! });
+    await probes.deletePod(NS, probePod.metadata!.name!);
+  });
+
+  it("sweeps as isolation probe leftovers only its own objects, not a tenant's carrying the probe label (which it may not delete)", async () => {
+    const probes = createIsolationProbeKube(operatorConfig);
+    const probePod = await probes.createPod(buildIsolationProbePod(NS, 'left', config, 60));
+    await probes.createNetworkPolicy(buildIsolationProbePolicy(NS, 'left', probePod.metadata!.uid!));
+    const tenantLabels = { 'chamvi.dev/isolation-probe': 'x' };
+    await admin.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({
+      namespace: NS,
+      body: {
+        metadata: { name: 'tenant-probe-label', namespace: NS, labels: tenantLabels },
+        spec: { podSelector: {}, policyTypes: ['Ingress'] },
+      },
+    });
+    await kubectlOk(['run', 'tenant-probe-label', '-n', NS, '--image=busybox', '--labels=chamvi.dev/isolation-probe=x', '--', 'true']);
+    expect(await attempt(() => probes.deleteNetworkPolicy(NS, 'tenant-probe-label'))).toMatchObject({ code: 403 });
+
+    const leftovers = await probes.listLeftovers(NS);
+    expect(leftovers.policies).toContain(isolationProbeName('left'));
+    expect(leftovers.policies).not.toContain('tenant-probe-label');
+    expect(leftovers.pods).not.toContain('tenant-probe-label');
+    expect(leftovers.pods).toContain(isolationProbeName('left'));
+    for (const name of leftovers.policies) await probes.deleteNetworkPolicy(NS, name);
+    for (const name of leftovers.pods) await probes.deletePod(NS, name);
   });
 
   it('writes, rewrites and deletes its own ConfigMaps: the finished-runs record and a diff', async () => {
@@ -421,6 +585,18 @@ describe("the operator's ServiceAccount against the real API server, with its wr
         code: 403,
         message: expect.stringContaining('chamvi-finished-runs), not app-delete-after'),
       },
+      'create a ConfigMap with its label but of no run (aws-auth)': {
+        code: 403,
+        message: expect.stringContaining(
+          `${REFUSED} create only ConfigMaps of a run (label chamvi.dev/run-uid and that CodingRun as controller) or chamvi-finished-runs, not aws-auth-after`,
+        ),
+      },
+      "delete the application's pod": {
+        code: 403,
+        message: expect.stringContaining(
+          `${REFUSED} delete only pods carrying its label app.kubernetes.io/managed-by: chamvi-operator, not app-pod-after`,
+        ),
+      },
       "delete the application's NetworkPolicy": {
         code: 403,
         message: expect.stringContaining(
@@ -431,6 +607,14 @@ describe("the operator's ServiceAccount against the real API server, with its wr
         code: 403,
         message: expect.stringContaining(`${REFUSED} make only NetworkPolicies that select sandbox pods`),
       },
+      'create an allow-all NetworkPolicy with its label over an isolation probe label': {
+        code: 403,
+        message: expect.stringContaining(`${REFUSED} make only NetworkPolicies that allow nothing, or its egress policy`),
+      },
+      'make its egress policy open to everywhere': {
+        code: 403,
+        message: expect.stringContaining(`whose rules each name the proxy and its ports, not ${SANDBOX_EGRESS_POLICY}`),
+      },
       "widen the application's NetworkPolicy to every pod": { code: 403, message: expect.stringContaining('only its own NetworkPolicies') },
     });
     const data = (name: string) =>
@@ -440,6 +624,7 @@ describe("the operator's ServiceAccount against the real API server, with its wr
     expect((await data('app-delete-after')).data).toEqual({ 'settings.yaml': 'database: prod' });
     const database = await kubectlJson<{ spec: object }>(['get', 'networkpolicy', 'database-after', '-n', NS]);
     expect(database.spec).toMatchObject({ podSelector: { matchLabels: { app: 'database' } } });
+    expect((await podOf('app-pod-after')).metadata?.deletionTimestamp).toBeUndefined();
   });
 
   it('concerns no other writer: the admin makes a CI pod, rewrites and deletes the ConfigMaps and NetworkPolicies', async () => {

@@ -38,6 +38,7 @@ import {
   withStartedContainers,
   type ProbePodIdentity,
 } from '../reconcile/isolation-probe-pod-identity.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../reconcile/ownership.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
 import { isNotFound, unlessNotFound } from '../kube/api-errors.ts';
@@ -50,7 +51,7 @@ export interface IsolationProbeKube {
   deletePod(namespace: string, name: string): Promise<void>;
   createNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
   deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
-  /** Names of probe pods and policies left in the namespace (by ISOLATION_PROBE_LABEL), e.g. by a killed operator. */
+  /** Names of probe pods and policies left in the namespace (by LEFTOVER_SELECTOR), e.g. by a killed operator. */
   listLeftovers(namespace: string): Promise<{ pods: string[]; policies: string[] }>;
 }
 
@@ -379,6 +380,13 @@ export function defaultIsolationProbeTarget(podIp: string | undefined, port: num
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
+/**
+ * What marks a probe's leftovers: the probe label and the operator's. Anyone may put the probe
+ * label on a pod or policy of their own; the operator may not delete such an object (the chart's
+ * write policy refuses it), and a sweep that tried would fail every probe in the namespace.
+ */
+const LEFTOVER_SELECTOR = `${ISOLATION_PROBE_LABEL},${MANAGED_BY_LABEL}=${MANAGED_BY}`;
+
 /** The probe's API calls through client-node. */
 export function createIsolationProbeKube(kubeConfig: KubeConfig): IsolationProbeKube {
   const core = kubeConfig.makeApiClient(CoreV1Api);
@@ -397,8 +405,8 @@ export function createIsolationProbeKube(kubeConfig: KubeConfig): IsolationProbe
       networking.deleteNamespacedNetworkPolicy({ namespace, name }).then(() => undefined, ignoreNotFound),
     async listLeftovers(namespace) {
       const [pods, policies] = await Promise.all([
-        core.listNamespacedPod({ namespace, labelSelector: ISOLATION_PROBE_LABEL }),
-        networking.listNamespacedNetworkPolicy({ namespace, labelSelector: ISOLATION_PROBE_LABEL }),
+        core.listNamespacedPod({ namespace, labelSelector: LEFTOVER_SELECTOR }),
+        networking.listNamespacedNetworkPolicy({ namespace, labelSelector: LEFTOVER_SELECTOR }),
       ]);
       const names = (list: { items: Array<{ metadata?: { name?: string } }> }) => list.items.map((item) => item.metadata!.name!);
       return { pods: names(pods), policies: names(policies) };
