@@ -173,6 +173,12 @@ function outputsSent(request: { body: unknown } | undefined): Record<string, str
   );
 }
 
+/** The names of the function_call items of a Responses request, by call_id. */
+function callsSent(request: { body: unknown } | undefined): Record<string, string | undefined> {
+  const input = (request?.body as { input?: Array<{ type: string; call_id?: string; name?: string }> } | undefined)?.input ?? [];
+  return Object.fromEntries(input.filter((item) => item.type === 'function_call').map((item) => [item.call_id, item.name]));
+}
+
 describe('a call the provider says it ran, to a tool the run does not offer', () => {
   it('beside a gated bash call: the run parks on bash alone, the approval runs it, and the model is told mcp.x is not offered', async () => {
     server.enqueueFor('mcp-beside-bash', responsesAnswer([bashCall, mcpCall]), {
@@ -202,6 +208,8 @@ describe('a call the provider says it ran, to a tool the run does not offer', ()
       expect(Object.keys(sent).sort()).toEqual(['call_bash', 'mcp_1']);
       // The adapter sends a tool error as {"error": text}.
       expect((JSON.parse(sent.mcp_1!) as { error: string }).error).toMatch(NOT_OFFERED);
+      // OpenAI refuses `mcp.x` as a function name, in the history too: the call goes back under one it takes.
+      expect(callsSent(server.requestsFor('mcp-beside-bash')[1])).toEqual({ call_bash: 'bash', mcp_1: 'unavailable_tool' });
       expect(h.enqueued).toEqual(['step 1', 'finalize']);
       const state = (await h.states.load(h.ref))!;
       expect(state.toolCalls).toBe(2);
@@ -226,8 +234,8 @@ describe('a call the provider says it ran, to a tool the run does not offer', ()
       const [asked, answered] = state.messages.slice(-2) as Array<{ role: string; content: Array<Record<string, unknown>> }>;
       // The provider's result and approval request are gone: nothing ran here, and nothing asks.
       expect(asked!.content.map((part) => [part.type, part.toolName, part.providerExecuted])).toEqual([
-        ['tool-call', 'mcp.x', undefined],
-        ['tool-call', 'mcp.deploy', undefined],
+        ['tool-call', 'unavailable_tool', undefined],
+        ['tool-call', 'unavailable_tool', undefined],
       ]);
       expect(answered!.role).toBe('tool');
       expect(answered!.content.map((part) => (part.output as { type: string; value: string }).type)).toEqual(['error-text', 'error-text']);

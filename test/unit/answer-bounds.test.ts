@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { boundAnswerContent, MAX_ANSWER_DEPTH, nestsDeeperThan, tooDeepNote } from '../../operator/src/providers/answer-bounds.ts';
 import { ScriptedLanguageModel } from '../../operator/src/providers/scripted/scripted-language-model.ts';
 import { withAnswerBounds, type ModelAnswer } from '../../operator/src/providers/with-answer-bounds.ts';
+import { estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
 import { usageOfModelAnswer } from '../../operator/src/agent/usage-accounting.ts';
 
 const call = (index: number, input = '{"path":"a"}'): LanguageModelV4Content => ({
@@ -106,6 +107,27 @@ function boundedModel(content: LanguageModelV4Content[], answers: ModelAnswer[],
   return withAnswerBounds(model, { maxToolCalls, onAnswer: (answer) => answers.push(answer) });
 }
 
+/** A model answering `content` with `usage: {}`: the SDK reads no figure at all. */
+function unreportedModel(content: LanguageModelV4Content[], answers: ModelAnswer[], maxToolCalls: number): LanguageModelV4 {
+  const model: LanguageModelV4 = {
+    specificationVersion: 'v4',
+    provider: 'fake',
+    modelId: 'fake',
+    supportedUrls: {},
+    doGenerate: async () => ({
+      content,
+      finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+      usage: {
+        inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+        outputTokens: { total: undefined, text: undefined, reasoning: undefined },
+      },
+      warnings: [],
+    }),
+    doStream: () => Promise.reject(new Error('not streamed')),
+  };
+  return withAnswerBounds(model, { maxToolCalls, onAnswer: (answer) => answers.push(answer) });
+}
+
 describe('withAnswerBounds', () => {
   it("keeps none of the provider's raw usage object, which no one reads and may nest without bound", async () => {
     let nested: unknown[] = [];
@@ -137,46 +159,51 @@ describe('withAnswerBounds', () => {
 
   // The calls past the bound came back all the same: an endpoint that reports no usage is
   // counted from what came back (usage-accounting.ts), and with only the kept calls in sight an
-  // answer of 20 000 calls counted as one of 65.
-  it('tells the characters of the calls it dropped, their tool names and arguments', async () => {
+  // answer of 5 000 calls counted as one of 65.
+  it('tells the tokens of the calls it dropped, their tool names and arguments estimated as a kept call is', async () => {
     const answers: ModelAnswer[] = [];
     const model = boundedModel(
       Array.from({ length: 10 }, (_, index) => call(index, `{"path":"${'p'.repeat(index)}"}`)),
       answers,
     );
     await model.doGenerate({ prompt: [] });
-    // Calls 3 to 9: 'read_file' (9) and arguments of 11 + index characters each.
-    const expected = [3, 4, 5, 6, 7, 8, 9].reduce((sum, index) => sum + 9 + 11 + index, 0);
-    expect(answers[0]).toMatchObject({ droppedToolCalls: 7, droppedToolCallChars: expected });
+    const expected = [3, 4, 5, 6, 7, 8, 9].reduce(
+      (sum, index) => sum + estimateTextTokens('read_file') + estimateTextTokens(`{"path":"${'p'.repeat(index)}"}`),
+      0,
+    );
+    expect(answers[0]).toMatchObject({ droppedToolCalls: 7, droppedToolCallTokens: expected });
   });
 
-  it('an endpoint answering usage: {} with 20 000 small calls: the estimate of its output counts all of them, not the 65 kept', async () => {
-    const content = Array.from({ length: 20_000 }, (_, index) => call(index));
+  // Counted at four characters a token, arguments of CJK text or dense digits (a token a
+  // character, or one per three digits) counted a quarter of what the same call counted kept.
+  it.each([
+    ['CJK text', `{"path":"${'文件名'.repeat(40)}"}`],
+    ['dense digits', `{"path":"${'1.2.3.4,'.repeat(30)}"}`],
+  ])('counts an answer over usage: {} the same whether its calls of %s were kept or dropped', async (_, input) => {
+    const counted = async (maxToolCalls: number) => {
+      const answers: ModelAnswer[] = [];
+      await unreportedModel(
+        Array.from({ length: 20 }, (_, index) => call(index, input)),
+        answers,
+        maxToolCalls,
+      ).doGenerate({ prompt: [] });
+      return usageOfModelAnswer(answers[0]!, 100).outputTokens;
+    };
+    const allKept = await counted(20);
+    expect(allKept).toBe(20 * (estimateTextTokens('read_file') + estimateTextTokens(input)));
+    expect(await counted(2)).toBe(allKept);
+  });
+
+  it('an endpoint answering usage: {} with 5 000 small calls: the estimate of its output counts all of them, not the 65 kept', async () => {
     const answers: ModelAnswer[] = [];
-    const model = withAnswerBounds(
-      {
-        specificationVersion: 'v4',
-        provider: 'fake',
-        modelId: 'fake',
-        supportedUrls: {},
-        // `usage: {}`: the SDK reads no figure at all.
-        doGenerate: async () => ({
-          content,
-          finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
-          usage: {
-            inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
-            outputTokens: { total: undefined, text: undefined, reasoning: undefined },
-          },
-          warnings: [],
-        }),
-        doStream: () => Promise.reject(new Error('not streamed')),
-      },
-      { maxToolCalls: 65, onAnswer: (answer) => answers.push(answer) },
+    const model = unreportedModel(
+      Array.from({ length: 5_000 }, (_, index) => call(index)),
+      answers,
+      65,
     );
     await model.doGenerate({ prompt: [] });
     const counted = usageOfModelAnswer(answers[0]!, 100);
-    // Each call is 'read_file' and '{"path":"a"}', 21 characters: at four a token, at least 5.
-    expect(counted.outputTokens).toBeGreaterThanOrEqual(20_000 * 5);
+    expect(counted.outputTokens).toBe(5_000 * (estimateTextTokens('read_file') + estimateTextTokens('{"path":"a"}')));
     expect(counted.complete).toBe(false);
   });
 
@@ -230,12 +257,30 @@ describe('withAnswerBounds', () => {
     expect((await result.toolCalls).map((toolCall) => toolCall.input)).toEqual([{ path: 'f0' }, { path: 'f1' }]);
     expect(inputStarts).toEqual(['scripted-t0-c0', 'scripted-t0-c1']);
     expect(answers).toHaveLength(1);
-    // Each dropped call: 'read_file' (9) and '{"path":"fN"}' (13).
-    expect(answers[0]).toMatchObject({ droppedToolCalls: 4, droppedToolCallChars: 4 * (9 + 13), tooDeepValues: 0 });
+    // Each dropped call: 'read_file' and '{"path":"fN"}', estimated as a kept call is.
+    const perCall = estimateTextTokens('read_file') + estimateTextTokens('{"path":"f2"}');
+    expect(answers[0]).toMatchObject({ droppedToolCalls: 4, droppedToolCallTokens: 4 * perCall, tooDeepValues: 0 });
     expect(answers[0]?.content).toEqual([
       { type: 'text', text: 'reading' },
       expect.objectContaining({ type: 'tool-call' }),
       expect.objectContaining({ type: 'tool-call' }),
     ]);
+  });
+
+  it('estimates the CJK arguments of the calls a stream drops as a kept call is, not at four characters a token', async () => {
+    const path = '文件名'.repeat(40);
+    const script = {
+      turns: [
+        {
+          toolCalls: Array.from({ length: 6 }, () => ({ toolName: 'read_file', input: { path } })),
+          usage: { inputTokens: 7, outputTokens: 2 },
+        },
+      ],
+    };
+    const answers: ModelAnswer[] = [];
+    const model = withAnswerBounds(new ScriptedLanguageModel(script), { maxToolCalls: 2, onAnswer: (answer) => answers.push(answer) });
+    await streamText({ model, tools, prompt: 'go', maxRetries: 0 }).consumeStream();
+    const perCall = estimateTextTokens('read_file') + estimateTextTokens(JSON.stringify({ path }));
+    expect(answers[0]).toMatchObject({ droppedToolCalls: 4, droppedToolCallTokens: 4 * perCall });
   });
 });

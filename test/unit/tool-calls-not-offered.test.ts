@@ -53,7 +53,7 @@ describe('answerToolCallsNotOffered', () => {
         role: 'assistant',
         content: [
           { type: 'text', text: 'looking' },
-          { type: 'tool-call', toolCallId: 'm1', toolName: 'mcp.x', input: { q: 1 } },
+          { type: 'tool-call', toolCallId: 'm1', toolName: 'unavailable_tool', input: { q: 1 } },
           { type: 'tool-call', toolCallId: 'n1', toolName: 'nope', input: {} },
         ],
       },
@@ -63,7 +63,7 @@ describe('answerToolCallsNotOffered', () => {
           {
             type: 'tool-result',
             toolCallId: 'm1',
-            toolName: 'mcp.x',
+            toolName: 'unavailable_tool',
             output: { type: 'error-text', value: "Model tried to call unavailable tool 'mcp.x'. Available tools: read_file, bash." },
           },
           { type: 'tool-result', toolCallId: 'n1', toolName: 'nope', output: { type: 'error-text', value: 'sdk' } },
@@ -88,14 +88,14 @@ describe('answerToolCallsNotOffered', () => {
       tools,
     );
     expect(out).toEqual([
-      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'd1', toolName: 'mcp.deploy', input: {} }] },
+      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'd1', toolName: 'unavailable_tool', input: {} }] },
       {
         role: 'tool',
         content: [
           {
             type: 'tool-result',
             toolCallId: 'd1',
-            toolName: 'mcp.deploy',
+            toolName: 'unavailable_tool',
             output: { type: 'error-text', value: expect.stringMatching(/^Model tried to call unavailable tool 'mcp\.deploy'/) },
           },
         ],
@@ -108,6 +108,43 @@ describe('answerToolCallsNotOffered', () => {
     expect(answered.get('b')).toMatch(
       /^Model tried to call tool 'bash' as one its provider runs, which this run does not offer: nothing ran/,
     );
+  });
+
+  // A Responses answer of [function_call {call_id: "X", name: "bash"}, mcp_call {id: "X"}]: the
+  // SDK keeps X as bash and the MCP result beside it in the assistant message, where it went back
+  // to the provider as the provider's own item, as if it had run bash's call.
+  it.each([
+    ['result', { type: 'tool-result', toolCallId: 'X', toolName: 'mcp.x', output: { type: 'json', value: { output: 'ran' } } }],
+    ['approval request', { type: 'tool-approval-request', approvalId: 'mcpr_1', toolCallId: 'X' }],
+  ] as const)("drops a provider's %s whose id a call the run runs shares", (_, providerPart) => {
+    const bash = { type: 'tool-call', toolCallId: 'X', toolName: 'bash', input: { command: 'echo hi' } } as const;
+    const messages: ModelMessage[] = [{ role: 'assistant', content: [bash, providerPart] }];
+    const { messages: out, answered } = answerToolCallsNotOffered(messages, [{ toolCallId: 'X', toolName: 'bash' }], tools);
+    expect(answered.size).toBe(0);
+    expect(out).toEqual([{ role: 'assistant', content: [bash] }]);
+  });
+
+  // OpenAI refuses a function name outside ^[a-zA-Z0-9_-]{1,64}$ anywhere in the request, the
+  // history included: an answered `mcp.x` would fail every later call of the run.
+  it.each([
+    ['mcp.x', 'unavailable_tool'],
+    ['a'.repeat(65), 'unavailable_tool'],
+    ['bad name\n', 'unavailable_tool'],
+    ['toString', 'toString'],
+    ['no-such_tool1', 'no-such_tool1'],
+  ])('sends the answered call %j back named %j, the real name in the error', (toolName, sentName) => {
+    const messages: ModelMessage[] = [
+      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'm', toolName, input: {}, providerExecuted: true }] },
+    ];
+    const { messages: out, answered } = answerToolCallsNotOffered(messages, [{ toolCallId: 'm', toolName, providerExecuted: true }], tools);
+    expect(answered.get('m')).toContain(`'${toolName}'`);
+    expect(out).toEqual([
+      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'm', toolName: sentName, input: {} }] },
+      {
+        role: 'tool',
+        content: [{ type: 'tool-result', toolCallId: 'm', toolName: sentName, output: { type: 'error-text', value: answered.get('m') } }],
+      },
+    ]);
   });
 
   it('leaves the messages as they are when every call is offered', () => {

@@ -9,6 +9,7 @@ import {
   usageOfModelCall,
   type TokenUsage,
 } from '../../operator/src/agent/usage-accounting.ts';
+import { estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
 import { runStateSchema } from '../../operator/src/workers/run-state-schema.ts';
 
 function reported(input: number, output: number, details: { cacheRead?: number; reasoning?: number } = {}): LanguageModelUsage {
@@ -146,14 +147,14 @@ describe('usage accounting', () => {
   });
 
   // The calls past the answer's bound (with-answer-bounds.ts) are not in `content`, but they
-  // came back: an answer of 20 000 small calls over `usage: {}` counted as its 65 kept ones.
-  it('adds the calls dropped from an answer to the estimate of its output, at four characters a token', () => {
+  // came back: an answer of 5 000 small calls over `usage: {}` counted as its 65 kept ones.
+  it('adds the estimated tokens of the calls dropped from an answer to the estimate of its output', () => {
     const usage: LanguageModelV4Usage = {
       inputTokens: { total: 0, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
       outputTokens: { total: 0, text: undefined, reasoning: undefined },
     };
     const content = [{ type: 'text' as const, text: 'x'.repeat(40) }];
-    expect(usageOfModelAnswer({ usage, content, droppedToolCallChars: 420_001 }, 999)).toMatchObject({
+    expect(usageOfModelAnswer({ usage, content, droppedToolCallTokens: 105_001 }, 999)).toMatchObject({
       outputTokens: 10 + 105_001,
       complete: false,
     });
@@ -163,9 +164,33 @@ describe('usage accounting', () => {
       inputTokens: { ...usage.inputTokens, total: 999 },
       outputTokens: { ...usage.outputTokens, total: 90_000 },
     };
-    expect(usageOfModelAnswer({ usage: honest, content, droppedToolCallChars: 420_001 }, 999)).toMatchObject({
+    expect(usageOfModelAnswer({ usage: honest, content, droppedToolCallTokens: 105_001 }, 999)).toMatchObject({
       outputTokens: 90_000,
       complete: true,
     });
+  });
+
+  // A dropped call of CJK arguments is a token a character, as a kept one is estimated: at four
+  // characters a token it counted a quarter of that.
+  it('counts an answer of CJK calls the same whether its calls were kept or dropped', () => {
+    const usage: LanguageModelV4Usage = {
+      inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: undefined, text: undefined, reasoning: undefined },
+    };
+    const input = `{"path":"${'文件名'.repeat(40)}"}`;
+    const kept = [{ type: 'tool-call' as const, toolCallId: 'c', toolName: 'read_file', input }];
+    const callTokens = estimateTextTokens('read_file') + estimateTextTokens(input);
+    expect(usageOfModelAnswer({ usage, content: kept }, 999).outputTokens).toBe(callTokens);
+    expect(usageOfModelAnswer({ usage, content: [], droppedToolCallTokens: callTokens }, 999).outputTokens).toBe(callTokens);
+  });
+
+  it('adds nothing for a dropped-call figure that is no count', () => {
+    const usage: LanguageModelV4Usage = {
+      inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: undefined, text: undefined, reasoning: undefined },
+    };
+    for (const droppedToolCallTokens of [-5, Number.NaN, 1.5, Number.POSITIVE_INFINITY]) {
+      expect(usageOfModelAnswer({ usage, content: [], droppedToolCallTokens }, 999).outputTokens).toBe(0);
+    }
   });
 });

@@ -7,7 +7,10 @@
 // a tool name its state cannot hold (run-state-schema.ts), which then ended StateLost. Each is
 // answered here as the SDK answers a call to a tool not offered (NoSuchToolError, as an
 // error-text tool result) so the model reads why and the run goes on; the provider's own parts
-// for it (its result, its approval request) are dropped, since nothing here ran or asks. Pure.
+// for it (its result, its approval request) are dropped, since nothing here ran or asks, and so
+// is any such part whose id a call the run runs shares (a Responses answer may give an mcp_call
+// the call_id of a function_call). An answered call goes back under a name any provider accepts
+// in history (the model's name stays in the error text). Pure.
 import { NoSuchToolError, type AssistantModelMessage, type ModelMessage, type ToolModelMessage, type ToolSet } from 'ai';
 
 /** A tool call of the SDK's result, as far as this needs it. */
@@ -45,7 +48,6 @@ export function answerToolCallsNotOffered(
   for (const call of toolCalls) {
     if (isToolCallNotOffered(call, offered)) answered.set(call.toolCallId, notOfferedMessage(call, offered));
   }
-  if (answered.size === 0) return { messages: [...messages], answered };
   const out: ModelMessage[] = [];
   for (let index = 0; index < messages.length; index += 1) {
     const message = messages[index]!;
@@ -81,9 +83,28 @@ function notOfferedMessage(call: ToolCallOfAnswer, offered: ToolSet): string {
 type ToolResultPart = Extract<ToolModelMessage['content'][number], { type: 'tool-result' }>;
 
 /**
+ * OpenAI's rule for a function name, which it may apply to the history sent too: a call answered
+ * here under the model's name (`mcp.x`) could have failed every later request of the run. A
+ * provider with a wider rule takes such a name as well.
+ */
+const PROVIDER_TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** The name an answered call and its error go back under when the model's name is not one a provider accepts. */
+const UNAVAILABLE_TOOL_NAME = 'unavailable_tool';
+
+function sendableToolName(toolName: string): string {
+  return PROVIDER_TOOL_NAME.test(toolName) ? toolName : UNAVAILABLE_TOOL_NAME;
+}
+
+/**
  * The assistant message with each answered call made a plain call (the provider's flag and
- * options gone: it is answered here, not by the provider) and the provider's result and approval
- * request for it dropped; and the tool errors answering those calls, in the message's order.
+ * options gone: it is answered here, not by the provider) under a name a provider accepts, and
+ * the provider's results and approval requests dropped but for a provider-run call left to the
+ * provider (none is, today: isToolCallNotOffered answers each); and the tool errors answering
+ * those calls, in the message's order. An assistant message holds a tool result or an approval
+ * request only as the provider's own (the SDK answers the run's calls in a tool message, and the
+ * run gates its calls itself): kept beside a call the run runs under the same id, it went back as
+ * the provider's record of having run that call.
  */
 function withoutProviderParts(
   message: AssistantModelMessage,
@@ -92,6 +113,7 @@ function withoutProviderParts(
   const errors: ToolResultPart[] = [];
   if (typeof message.content === 'string') return { assistant: message, errors };
   const content: Exclude<AssistantModelMessage['content'], string> = [];
+  const providerRun = providerRunCallIds(message.content, answered);
   for (const part of message.content) {
     if (part.type === 'tool-call') {
       const error = answered.get(part.toolCallId);
@@ -102,19 +124,36 @@ function withoutProviderParts(
       // The provider's message format wants a call's arguments as a JSON object, as the SDK
       // sends an invalid call's unparsed input.
       const input = typeof part.input === 'object' && part.input !== null ? part.input : {};
-      content.push({ type: 'tool-call', toolCallId: part.toolCallId, toolName: part.toolName, input });
+      const toolName = sendableToolName(part.toolName);
+      content.push({ type: 'tool-call', toolCallId: part.toolCallId, toolName, input });
       errors.push({
         type: 'tool-result',
         toolCallId: part.toolCallId,
-        toolName: part.toolName,
+        toolName,
         output: { type: 'error-text', value: error },
       });
       continue;
     }
-    if ((part.type === 'tool-result' || part.type === 'tool-approval-request') && answered.has(part.toolCallId)) continue;
+    if ((part.type === 'tool-result' || part.type === 'tool-approval-request') && !providerRun.has(part.toolCallId)) continue;
     content.push(part);
   }
   return { assistant: { ...message, content }, errors };
+}
+
+/** Ids whose every call in the message is provider-run and left unanswered: only their provider parts are kept. */
+function providerRunCallIds(
+  content: Exclude<AssistantModelMessage['content'], string>,
+  answered: ReadonlyMap<string, string>,
+): Set<string> {
+  const providerRun = new Set<string>();
+  const runHere = new Set<string>();
+  for (const part of content) {
+    if (part.type !== 'tool-call') continue;
+    if (part.providerExecuted === true && !answered.has(part.toolCallId)) providerRun.add(part.toolCallId);
+    else runHere.add(part.toolCallId);
+  }
+  for (const id of runHere) providerRun.delete(id);
+  return providerRun;
 }
 
 function callOrder(message: AssistantModelMessage): Map<string, number> {

@@ -113,8 +113,8 @@ export function usageOfModelAnswer(
   answer: {
     readonly usage: LanguageModelV4Usage | undefined;
     readonly content: readonly LanguageModelV4Content[];
-    /** Characters of the tool calls dropped from `content` (with-answer-bounds.ts): they came back too. */
-    readonly droppedToolCallChars?: number;
+    /** Estimated tokens of the tool calls dropped from `content` (with-answer-bounds.ts): they came back too. */
+    readonly droppedToolCallTokens?: number;
   },
   sentTokens: number,
   options: { readonly declared?: boolean } = {},
@@ -128,7 +128,7 @@ export function usageOfModelAnswer(
   };
   const estimate = () => ({
     inputTokens: sentTokens,
-    outputTokens: estimateAnswerTokens(answer.content) + charactersAsTokens(answer.droppedToolCallChars ?? 0),
+    outputTokens: estimateAnswerTokens(answer.content) + droppedTokens(answer.droppedToolCallTokens),
   });
   if (!options.declared) return usageOfModelCall(reported, estimate());
   // A script's figures are checked only for being counts: the estimate stands in for a missing one.
@@ -147,15 +147,13 @@ function estimateAnswerTokens(content: readonly LanguageModelV4Content[]): numbe
 }
 
 /**
- * Tokens of text known only by its length: four characters a token, which estimate-tokens.ts
- * never counts less than. The calls dropped from an answer are counted so, unread: they were
- * dropped because reading them all costs too much.
+ * The calls dropped from an answer, estimated by with-answer-bounds.ts as estimateAnswerTokens
+ * estimates a kept call (estimate-tokens.ts), so an answer counts the same whichever of its calls
+ * were kept. Only a count adds: the figure is the worker's own, but the sum must stay one.
  */
-function charactersAsTokens(chars: number): number {
-  return chars > 0 ? Math.ceil(chars / CHARACTERS_PER_TOKEN) : 0;
+function droppedTokens(tokens: number | undefined): number {
+  return tokens !== undefined && Number.isSafeInteger(tokens) && tokens > 0 ? tokens : 0;
 }
-
-const CHARACTERS_PER_TOKEN = 4;
 
 /** Sums usages: a step's calls, or a run's steps. */
 export function addUsage(...usages: readonly TokenUsage[]): TokenUsage {

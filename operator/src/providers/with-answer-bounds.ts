@@ -12,6 +12,7 @@ import type {
   SharedV4ProviderMetadata,
 } from '@ai-sdk/provider';
 import { wrapLanguageModel } from 'ai';
+import { estimateTextTokens } from '../agent/estimate-tokens.ts';
 import { boundAnswerContent, boundAnswerPart, MAX_ANSWER_DEPTH, nestsDeeperThan, type AnswerBounds } from './answer-bounds.ts';
 
 export interface ModelAnswer {
@@ -22,11 +23,13 @@ export interface ModelAnswer {
   /** Tool calls past the bound, which the SDK never sees. */
   readonly droppedToolCalls: number;
   /**
-   * Characters of those calls' tool names and arguments. They were received all the same, and
-   * an endpoint that reports no usage is counted from what came back (usage-accounting.ts): of
-   * 20 000 calls, the 65 kept would count for all.
+   * Estimated tokens of those calls' tool names and arguments, as a kept call is estimated
+   * (estimate-tokens.ts). They were received all the same, and an endpoint that reports no usage
+   * is counted from what came back (usage-accounting.ts): of 5 000 calls, the 65 kept would count
+   * for all. Counted at four characters a token instead, CJK or dense-digit arguments came to a
+   * quarter of what the same calls count kept.
    */
-  readonly droppedToolCallChars: number;
+  readonly droppedToolCallTokens: number;
   /** Arguments, results and metadata nested past the bound, replaced or dropped. */
   readonly tooDeepValues: number;
 }
@@ -52,7 +55,7 @@ export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoun
           usage: result.usage,
           content: bounded.content,
           droppedToolCalls: bounded.droppedToolCalls,
-          droppedToolCallChars: droppedCallChars(result.content, bounds.maxToolCalls),
+          droppedToolCallTokens: droppedCallTokens(result.content, bounds.maxToolCalls),
           tooDeepValues: bounded.tooDeepValues + (metadataTooDeep ? 1 : 0),
         });
         // usage.raw is the provider's usage object as it came (any JSON, any depth): nothing here
@@ -68,19 +71,21 @@ export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoun
   });
 }
 
-/** Characters of the tool calls past the first `maxToolCalls` (boundAnswerContent drops them). */
-function droppedCallChars(content: readonly LanguageModelV4Content[], maxToolCalls: number): number {
+/** Estimated tokens of the tool calls past the first `maxToolCalls` (boundAnswerContent drops them). */
+function droppedCallTokens(content: readonly LanguageModelV4Content[], maxToolCalls: number): number {
   let calls = 0;
-  let chars = 0;
+  let tokens = 0;
   for (const part of content) {
     if (part.type !== 'tool-call') continue;
     calls += 1;
-    if (calls > maxToolCalls) chars += callChars(part);
+    if (calls > maxToolCalls) tokens += callTokens(part);
   }
-  return chars;
+  return tokens;
 }
 
-const callChars = (call: LanguageModelV4ToolCall) => call.toolName.length + call.input.length;
+// One pass over each call's characters, as usage-accounting.ts estimates a kept call; the answer
+// they came in was already read whole, so this costs no more than its download did.
+const callTokens = (call: LanguageModelV4ToolCall) => estimateTextTokens(call.toolName) + estimateTextTokens(call.input);
 
 function tooDeep(metadata: SharedV4ProviderMetadata | undefined, maxDepth: number): boolean {
   return metadata !== undefined && nestsDeeperThan(metadata, maxDepth);
@@ -96,7 +101,7 @@ function boundedStream(
   onAnswer: ((answer: ModelAnswer) => void) | undefined,
 ): TransformStream<LanguageModelV4StreamPart, LanguageModelV4StreamPart> {
   let toolCalls = 0;
-  let droppedToolCallChars = 0;
+  let droppedToolCallTokens = 0;
   let tooDeepValues = 0;
   const admittedInputs = new Set<string>();
   let inputsStarted = 0;
@@ -110,7 +115,7 @@ function boundedStream(
         toolCalls += 1;
         if (toolCalls > bounds.maxToolCalls) {
           // Its input parts were dropped too: the call carries the whole of its arguments.
-          droppedToolCallChars += callChars(given);
+          droppedToolCallTokens += callTokens(given);
           return;
         }
       }
@@ -136,7 +141,7 @@ function boundedStream(
               ...calls,
             ],
             droppedToolCalls: Math.max(0, toolCalls - bounds.maxToolCalls),
-            droppedToolCallChars,
+            droppedToolCallTokens,
             tooDeepValues,
           });
       }
