@@ -25,6 +25,11 @@ const quoted = (escaped: string) => (side: string) => `"${side}/${escaped}"`;
 /** A diff that edits src/app.js and, after it, the file `also` names, if any. */
 const diffTouching = (also?: (side: 'a' | 'b') => string) => patch(plain('src/app.js')) + (also ? patch(also) : '');
 
+/** A patch adding src/big.js of over 1 MiB: the take keeps its first 1 MiB, cut in the hunk. */
+const longNewFile = () =>
+  'diff --git a/src/big.js b/src/big.js\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/src/big.js\n' +
+  `@@ -0,0 +1,40000 @@\n${'+const x = "0123456789012345678901234567890";\n'.repeat(40_000)}`;
+
 /** A run whose model finished at step 2 and whose check (protecting test/) passed, its finalize about to take `diff`. */
 function finishing(diff: string) {
   const run = runningCodingRun(ref, {
@@ -96,6 +101,31 @@ describe('finalizing a run whose check passed', () => {
     expect(f.run.status).toMatchObject({ phase: 'Failed', reason: 'VerificationFailed' });
     expect(f.run.status!.message).not.toContain('\n');
     expect(f.run.status!.message).toContain('the diff changes "test/we\\"ird^Jname.js"');
+  });
+
+  it('judges the whole patches of a diff cut at 1 MiB as git reads them: a ---/+++ patch no header names fails it', async () => {
+    // git refuses the cut last patch as corrupt; the traditional patch before it is whole, and
+    // git reads it though no `diff --git` header names it.
+    const hidden =
+      '--- a/test/login.test.js\n+++ b/test/login.test.js\n@@ -1 +1 @@\n-expect(login()).toBe(true)\n+expect(true).toBe(true)\n';
+    const f = finishing(diffTouching() + hidden + longNewFile());
+    await f.finalize();
+    expect(f.run.status).toMatchObject({ phase: 'Failed', reason: 'VerificationFailed', result: { diffTruncated: true } });
+    expect(f.run.status!.message).toContain('the diff changes "test/login.test.js"');
+  });
+
+  it('fails a run whose diff is cut at 1 MiB when git refuses a patch before the cut: what it changes is not known', async () => {
+    const corrupt = 'diff --git a/src/app.js b/src/app.js\n--- a/src/app.js\n+++ b/src/app.js\n@@ -1,3 +1,3 @@\n-old\n';
+    const f = finishing(corrupt + patch(plain('src/other.js')) + longNewFile());
+    await f.finalize();
+    expect(f.run.status).toMatchObject({ phase: 'Failed', reason: 'VerificationFailed', result: { diffTruncated: true } });
+    expect(f.run.status!.message).toMatch(/^Verification failed: git apply --numstat could not read the diff: .*cannot be shown unchanged/);
+  });
+
+  it('ends a run whose diff is cut at 1 MiB Succeeded when its whole patches leave the protected paths alone', async () => {
+    const f = finishing(diffTouching() + longNewFile());
+    await f.finalize();
+    expect(f.run.status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', result: { diffTruncated: true } });
   });
 
   it('ends it Succeeded when its diff leaves the protected paths alone', async () => {

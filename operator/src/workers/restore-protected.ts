@@ -25,19 +25,24 @@ const SLASH = Buffer.from('/');
 const NUL = Buffer.from([0]);
 
 /**
- * Root-relative paths, as bytes, of the files (and symlinks) under `dir` the globs protect; .git
- * is never walked. Names are read as bytes and matched as UTF-8 text, as the toolbox's prune
- * matches them (protected-prune.ts): a name that is not UTF-8 (`caf\xe9.js`) read as a string
- * became U+FFFD, a path neither readdir nor tar could find again, and the restore failed.
+ * Root-relative paths, as bytes, of the files (and symlinks) under `dir` the globs protect, and of
+ * its protected directories that are empty; .git is never walked. The prune removes protected
+ * directories too, and tar makes a file's directories again but not an empty one: in a clone,
+ * that is an uninitialised submodule (a gitlink), whose absence the diff shows as its deletion.
+ * Names are read as bytes and matched as UTF-8 text, as the toolbox's prune matches them
+ * (protected-prune.ts): a name that is not UTF-8 (`caf\xe9.js`) read as a string became
+ * U+FFFD, a path neither readdir nor tar could find again, and the restore failed.
  */
 export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<Buffer[]> {
   const isProtected = protectedPaths(globs);
   const root = Buffer.from(dir);
   const files: Buffer[] = [];
   let seen = 0;
-  const walk = async (relative: Buffer): Promise<void> => {
+  /** Walks a directory; true when it holds nothing (a .git skipped at the root counts as something). */
+  const walk = async (relative: Buffer): Promise<boolean> => {
     const directory = relative.length === 0 ? root : Buffer.concat([root, SLASH, relative]);
-    for (const entry of await readdir(directory, { withFileTypes: true, encoding: 'buffer' })) {
+    const entries = await readdir(directory, { withFileTypes: true, encoding: 'buffer' });
+    for (const entry of entries) {
       // A match is bounded (glob-pattern.ts), not free: the run author's 64 globs of 256
       // characters cost up to about 20 ms on a long path, and a clone may hold 250 000 of them.
       // The event loop is let go between batches, so reconciles and other runs' steps go on.
@@ -46,15 +51,18 @@ export async function protectedFilesIn(dir: string, globs: readonly string[]): P
       if (relative.length === 0 && entry.name.toString('latin1') === '.git') continue;
       const child = relative.length === 0 ? entry.name : Buffer.concat([relative, SLASH, entry.name]);
       // The dirent's type is the entry's own (lstat's): a symlink to a directory is a file here.
-      if (entry.isDirectory()) await walk(child);
-      else if (isProtected(child.toString('utf8'))) files.push(child);
+      if (entry.isDirectory()) {
+        // Its files name it already; an empty one (a gitlink's) is carried as a directory entry.
+        if ((await walk(child)) && isProtected(child.toString('utf8'))) files.push(child);
+      } else if (isProtected(child.toString('utf8'))) files.push(child);
     }
+    return entries.length === 0;
   };
   await walk(Buffer.alloc(0));
   return files.sort(Buffer.compare);
 }
 
-/** Restores the protected paths in the sandbox; returns how many files the clone put back. */
+/** Restores the protected paths in the sandbox; returns how many entries (files, symlinks, empty directories) the clone put back. */
 export async function restoreProtected(
   deps: Pick<AgentDependencies, 'clonePolicy' | 'resources' | 'launch' | 'sandboxLost' | 'logger'>,
   run: ParsedCodingRun,
@@ -90,7 +98,8 @@ export async function restoreProtected(
     const archive = join(dirname(dir), 'protected.tar');
     // NUL-separated bytes: tar finds each name as the clone holds it, UTF-8 or not.
     await writeFile(list, Buffer.concat(files.flatMap((file) => [file, NUL])));
-    // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
+    // --no-recursion: exactly the listed entries (a listed directory is an entry of its own, not
+    // its contents); an empty list makes an empty archive, and the prune alone runs.
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
     await sandbox.importTree(archiveReadStream(archive), { prune: protect, timeoutMs }).catch(async (error: unknown) => {
       // Fail closed, at once: a process the model left can stop the toolbox before it reads the
