@@ -63,21 +63,57 @@ describe("the egress proxy's own egress NetworkPolicy", () => {
     }
   });
 
-  it('lets the proxy ask DNS anywhere on port 53 alone (NodeLocal DNSCache and Cloud DNS answer on link-local addresses)', async () => {
-    const rules = (await egressPolicy('--set', 'egressProxy.enabled=true'))!.spec!.egress!;
+  it('lets the proxy ask DNS on port 53 at the excepted addresses and in-cluster pods, naming them as peers', async () => {
+    // NodeLocal DNSCache (169.254.20.10) and GKE's Cloud DNS (169.254.169.254:53) answer on
+    // link-local addresses the first rule excepts; CoreDNS answers on pod IPs an ipBlock may not
+    // match. Port 53 anywhere else is in the first rule already. The peers are named, not left
+    // out: the AWS VPC CNI's policy controller turned a rule with no `to` into 0.0.0.0/0 and ::/0
+    // and merged it by CIDR with the first rule (amazon-network-policy-controller-k8s#98,
+    // aws-network-policy-agent#481), leaving the proxy port 53 alone or DNS at 169.254.20.10 denied.
+    const policy = (await egressPolicy('--set', 'egressProxy.enabled=true'))!;
+    const rules = policy.spec!.egress!;
     const dns = rules.filter((rule) => rule.ports);
+    const excepted = ipBlocks(policy).flatMap((peer) => peer.ipBlock!.except!);
     expect(dns).toEqual([
       {
+        to: [...excepted.map((cidr) => ({ ipBlock: { cidr } })), { namespaceSelector: {} }],
         ports: [
           { port: 53, protocol: 'UDP' },
           { port: 53, protocol: 'TCP' },
         ],
       },
     ]);
+    expect(excepted).toEqual([
+      '169.254.0.0/16',
+      '100.100.100.200/32',
+      '168.63.129.16/32',
+      'fe80::/10',
+      'fd00:ec2::254/128',
+      'fd20:ce::254/128',
+    ]);
+    // No rule without peers: some policy engines read it as 0.0.0.0/0 and ::/0 (above).
+    for (const rule of rules) expect(rule.to?.length ?? 0).toBeGreaterThan(0);
+  });
+
+  it('asks DNS of pods in the rule that opens them on every port, when private destinations open them', async () => {
+    // The same pods as peers twice, once on port 53 alone, is what the AWS controller merged
+    // into port 53 alone (amazon-network-policy-controller-k8s#98).
+    const policy = (await egressPolicy('--set', 'egressProxy.enabled=true', '--set', 'egressProxy.hostAliases.nexus\\.corp=10.20.30.40'))!;
+    const excepted = ipBlocks(policy).flatMap((peer) => peer.ipBlock!.except!);
+    const rules = policy.spec!.egress!;
+    expect(rules.filter((rule) => rule.ports).map((rule) => rule.to)).toEqual([excepted.map((cidr) => ({ ipBlock: { cidr } }))]);
+    expect(
+      rules
+        .filter((rule) => !rule.ports)
+        .flatMap((rule) => rule.to!)
+        .filter((peer) => peer.namespaceSelector),
+    ).toEqual([{ namespaceSelector: {} }]);
   });
 
   it('opens pods of the cluster only when the admin opens private destinations, which may be in-cluster Services', async () => {
-    const podPeers = (policy: Manifest) => policy.spec!.egress!.flatMap((rule) => rule.to ?? []).filter((peer) => peer.namespaceSelector);
+    // The DNS rule's pod peers are port 53 alone (above); these are the all-port ones.
+    const podPeers = (policy: Manifest) =>
+      policy.spec!.egress!.flatMap((rule) => (rule.ports ? [] : (rule.to ?? []))).filter((peer) => peer.namespaceSelector);
     expect(podPeers((await egressPolicy('--set', 'egressProxy.enabled=true'))!)).toEqual([]);
     const opened = await egressPolicy(
       '--set',
