@@ -9,10 +9,11 @@
 //   step       the model call of step 2 waits on a delayed reply of the fake server
 //   tools      step 2's edit is done while its bash call (run beside it) still sleeps
 //   approval   WaitingForApproval; it is approved only after the restart
-//   finalize   the diff is being taken: a git fsmonitor hook set by the agent's last tool
-//              call sleeps the first time git refreshes the index, which is now the diff
-//              snapshot after that step (#13.3; every file-changing step takes one), before
-//              finalize. Holding finalize itself needs a hook armed after the last snapshot:
+//   finalize   the diff is being taken: the agent's last tool call puts a FIFO where git
+//              opens the object store's alternates, so the next git to read the objects waits
+//              until the test lets it go (git-objects-hold.ts), after the kill. That git is the
+//              diff snapshot after that step (#13.3; every file-changing step takes one), before
+//              finalize. Holding finalize itself needs a hold armed after the last snapshot:
 //              not built yet.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,6 +42,7 @@ import {
 import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { HOLD_GIT_OBJECTS, holdGitObjects, type GitObjectsHold } from './git-objects-hold.ts';
 import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 
 const API_KEY = 'sk-faults-kill-0123456789';
@@ -50,15 +52,6 @@ const HOLD_SECONDS = 120;
 
 // The first time it runs, setup sleeps (holding prepare); a redone prepare skips it.
 const HELD_SETUP = `if [ ! -e .git/held-setup ]; then touch .git/held-setup; sleep ${HOLD_SECONDS}; fi`;
-// git runs core.fsmonitor on every index refresh, which finalize's `git add`/`git diff`
-// do. The hook sleeps once (marking that it started) and exits 1: "no fsmonitor data".
-const SLOW_FSMONITOR = [
-  `printf '#!/bin/sh\\nif [ -e "$0.once" ]; then rm -f "$0.once"; touch "$0.started"; sleep ${HOLD_SECONDS}; fi\\nexit 1\\n' > .git/slow-fsmonitor`,
-  'chmod +x .git/slow-fsmonitor',
-  'touch .git/slow-fsmonitor.once',
-  'git config core.fsmonitor "$PWD/.git/slow-fsmonitor"',
-].join(' && ');
-
 const SCRIPTS: Record<string, ScriptTurn[]> = {
   provision: [
     { toolCalls: [READ_README], usage: usage(100, 10) },
@@ -77,7 +70,7 @@ const SCRIPTS: Record<string, ScriptTurn[]> = {
   ],
   finalize: [
     { toolCalls: [GREET_WORLD], usage: usage(130, 13) },
-    { toolCalls: [bashCall(SLOW_FSMONITOR)], usage: usage(230, 23) },
+    { toolCalls: [bashCall(HOLD_GIT_OBJECTS)], usage: usage(230, 23) },
     { text: 'Greeted the world.', usage: usage(330, 33) },
   ],
 };
@@ -108,6 +101,8 @@ let toolsFake: FakeOpenAIServer;
 let first: OperatorProcess;
 let second: OperatorProcess | undefined;
 let takeoverMs = 0;
+// finalize's take, held in git until the first process is gone.
+let finalizeHold: GitObjectsHold | undefined;
 const atKill: Record<string, RunStatus & { stage?: string }> = {};
 
 // Security #11.3: the fake model endpoints are the only ones a run may name.
@@ -184,7 +179,9 @@ beforeAll(async () => {
     held('clone to sleep in setup', () => workspaceFile('clone', '.git/held-setup')),
     held('step to wait on its second model call', () => fake.requests.length >= 2),
     held('approval to wait', async () => (await ns.status('approval')).phase === 'WaitingForApproval'),
-    held('finalize to sleep in git', () => workspaceFile('finalize', '.git/slow-fsmonitor.started')),
+    holdGitObjects(async () => (await workspaceOf('finalize'))?.workspaceDir, 120_000, 'finalize to wait in git').then((hold) => {
+      finalizeHold = hold;
+    }),
     held('tools to have edited and to sleep in bash', async () => {
       const workspace = await workspaceOf('tools');
       return (
@@ -224,6 +221,8 @@ beforeAll(async () => {
   } finally {
     redis.disconnect();
   }
+  // The killed process's take goes on and ends; the fresh one's takes find no FIFO.
+  finalizeHold?.release();
   console.info(
     `at the kill: ${JSON.stringify(Object.fromEntries(Object.entries(atKill).map(([name, status]) => [name, `${status.phase ?? 'new'}/${status.stage ?? 'no state'} steps=${status.steps ?? 0}`])))}`,
   );
@@ -237,6 +236,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
+  finalizeHold?.release();
   await first?.kill('SIGKILL');
   await scene?.stop();
   await fake?.stop();

@@ -6,8 +6,6 @@
 // taken, cannot give a final diff: the run keeps that last snapshot instead, and says so
 // (status.result.diffSource: snapshot). A run whose pod is still there when it ends keeps
 // the diff taken from it (test/e2e/run-endings.test.ts).
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl, redisUrl } from '../support/cluster.ts';
@@ -27,6 +25,7 @@ import {
 import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { HOLD_GIT_OBJECTS, holdGitObjects, type GitObjectsHold } from './git-objects-hold.ts';
 
 const LOST_WITHIN_MS = 10_000;
 // Long enough for the controller to end the run first, short enough to watch what the
@@ -140,27 +139,23 @@ describe('a sandbox pod deleted while the agent works', () => {
 });
 
 describe('a sandbox pod deleted while a diff is being taken', () => {
+  // Held until the pod is gone (a take that went on would store the snapshot of step 2).
+  let held: GitObjectsHold | undefined;
+  afterAll(() => held?.release());
+
   it('ends the run as Failed/SandboxLost within 10 s with the last snapshot (the one being taken never lands)', async () => {
-    // The agent's step 2 makes git's next index refresh (the snapshot after that step) sleep.
-    const slowGit = [
-      'printf \'#!/bin/sh\\nif [ -e "$0.once" ]; then rm -f "$0.once"; touch "$0.started"; sleep 60; fi\\nexit 1\\n\' > .git/slow-fsmonitor',
-      'chmod +x .git/slow-fsmonitor',
-      'touch .git/slow-fsmonitor.once',
-      'git config core.fsmonitor "$PWD/.git/slow-fsmonitor"',
-    ].join(' && ');
+    // The agent's step 2 (its last tool call) makes the next git to read the workspace's objects,
+    // the snapshot after that step, wait until the test lets it go (git-objects-hold.ts).
     await ns.apply(
       scriptConfigMap('finalize-script', [
         { toolCalls: [GREET_WORLD], usage: { inputTokens: 10, outputTokens: 1 } },
-        { toolCalls: [bashCall(slowGit)], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [bashCall(HOLD_GIT_OBJECTS)], usage: { inputTokens: 10, outputTokens: 1 } },
         { text: 'Greeted the world.', usage: { inputTokens: 10, outputTokens: 1 } },
       ]),
       codingRun('mid-finalize', repoUrl, scriptedModel('finalize-script')),
     );
-    await eventually(
-      async () => {
-        const workspace = registrar.workspaceOf(ns.name, (await ns.derivedNames('mid-finalize')).pod);
-        return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
-      },
+    held = await holdGitObjects(
+      async () => registrar.workspaceOf(ns.name, (await ns.derivedNames('mid-finalize')).pod)?.workspaceDir,
       60_000,
       'the diff to be being taken',
     );
