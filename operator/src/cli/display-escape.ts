@@ -127,8 +127,6 @@ export const STRETCH_BLANKS = 2 * BLANK_RUN;
 // there), so that prose a megabyte long is not taken apart a word at a time.
 const BLANK_RUN_PATTERN = new RegExp(`(?:${BLANK}${INVISIBLE}*){${STRETCH_RUN_RATIO},}`, 'gu');
 const BREAKS_STRETCH = new RegExp(`[\\n\\r]|\\\\[nr]|${BLANK}`, 'u');
-/** How much of what lies between a stretch's runs is quoted in its count. */
-const STRETCH_QUOTED = 40;
 
 interface BlankRun {
   start: number;
@@ -235,7 +233,9 @@ export function blankRunsCounted(text: string): { text: string; runs: number } {
     const apart =
       separating.length > 0
         ? `, between them ${separating.length} other character${separating.length === 1 ? '' : 's'} (${names(separating)}): ` +
-          `"${quoted.slice(0, STRETCH_QUOTED).join('')}${quoted.length > STRETCH_QUOTED ? '…' : ''}"`
+          // All of it: at most a quarter of the stretch (STRETCH_RUN_RATIO), and a cut hid
+          // `; id ; rm -rf ~/x` past 40 characters of dots behind a '…'.
+          `"${quoted.join('')}"`
         : '';
     return `<${blanks.length} blanks${including}${among}${apart}>`;
   };
