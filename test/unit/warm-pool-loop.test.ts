@@ -50,6 +50,11 @@ function world(
     listed?: (namespace: string) => boolean;
     /** The API server's refusal of a pod delete, asked each time (after deleteMs): a 403 for as long as a RoleBinding is gone. */
     refuseDelete?: (namespace: string, name: string) => Error | undefined;
+    /**
+     * The loop's clock is Date.now, for tests whose fake timers fake Date too: a backoff of the
+     * loop then ends as the fake timers advance. Absent, the clock moves only by advance().
+     */
+    clockFromTimers?: boolean;
   } = {},
 ) {
   let refusing: string | undefined;
@@ -115,7 +120,7 @@ function world(
       keep: (refs) => sessions.kept.push(refs.map((ref) => `${ref.namespace}/${ref.name}/${ref.uid}`)),
       closeAll: () => (sessions.closedAll = true),
     },
-    now: () => now,
+    now: options.clockFromTimers ? () => Date.now() : () => now,
   });
   /** A pod of the cache, as the informer shows it: ready, in the pool. */
   const readyPod = (name: string): V1Pod => {
@@ -966,8 +971,8 @@ describe('WarmPoolLoop', () => {
   });
 
   it('asks again for the delete of a pod no pool wants that failed, with no pools: after 2 s, then 4 s, not before', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
-    const { pods, asked, deleted, loop, failNextDelete } = world({ pools: [] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    const { pods, asked, deleted, loop, failNextDelete } = world({ pools: [], clockFromTimers: true });
     try {
       pods.push(leftover());
       failNextDelete(503, 'the server is currently unable to handle the request');
@@ -1012,11 +1017,12 @@ describe('WarmPoolLoop', () => {
   ])(
     'asks at most one share of deletes per 2 s in a namespace whose deletes all fail, more pods there than a pass takes ($with)',
     async ({ pools }) => {
-      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
       const { pods, asked, loop } = world({
         pools,
         deleteMs: 1,
         refuseDelete: (namespace) => (namespace === 'blocked' ? forbiddenIn(namespace) : undefined),
+        clockFromTimers: true,
       });
       try {
         pods.push(...Array.from({ length: UNWANTED_DELETE_LIMITS.perNamespace + 1 }, (_, index) => leftoverIn('blocked', `gone-${index}`)));
@@ -1035,10 +1041,11 @@ describe('WarmPoolLoop', () => {
   );
 
   it("retries another namespace's failed delete after 2 s, with no pools, while one namespace's deletes have failed for long", async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
     let teamRefusals = 1;
     const { pods, asked, deleted, loop } = world({
       pools: [],
+      clockFromTimers: true,
       refuseDelete: (namespace) =>
         namespace === 'blocked'
           ? forbiddenIn(namespace)
@@ -1068,6 +1075,66 @@ describe('WarmPoolLoop', () => {
       expect(deleted).toEqual(['gone-team']);
     } finally {
       loop.stop();
+      vi.useRealTimers();
+    }
+  });
+
+  it.each([
+    { pools: [], with: 'no pools' },
+    { pools: [pool], with: 'a pool elsewhere' },
+  ])(
+    'asks at most one share of deletes in a namespace whose deletes all fail, though pod events poke 100 times within a second ($with)',
+    async ({ pools }) => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+      const { pods, asked, loop } = world({
+        pools,
+        clockFromTimers: true,
+        refuseDelete: (namespace) => (namespace === 'blocked' ? forbiddenIn(namespace) : undefined),
+      });
+      try {
+        pods.push(...Array.from({ length: UNWANTED_DELETE_LIMITS.perNamespace + 1 }, (_, index) => leftoverIn('blocked', `gone-${index}`)));
+        loop.start();
+        await loop.settled();
+        // Events of pool-labelled pods (anyone who may create or patch them sends these) poke the loop.
+        for (let poke = 0; poke < 100; poke++) {
+          loop.poke();
+          await vi.advanceTimersByTimeAsync(9);
+          await loop.settled();
+        }
+        expect(asked.length, 'one share, then nothing until its backoff ends').toBeLessThanOrEqual(UNWANTED_DELETE_LIMITS.perNamespace);
+      } finally {
+        loop.stop();
+        await vi.advanceTimersByTimeAsync(10);
+        await loop.settled();
+        vi.useRealTimers();
+      }
+    },
+  );
+
+  it("retries a namespace's delete refused once (429) after its backoff, while another namespace's pods keep passes going one after another", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    let teamRefusals = 1;
+    const busy = 3_000;
+    const { pods, asked, deleted, loop } = world({
+      pools: [],
+      deleteMs: 10,
+      clockFromTimers: true,
+      refuseDelete: (namespace) =>
+        namespace === 'team' && teamRefusals-- > 0 ? Object.assign(new Error('Too many requests'), { code: 429 }) : undefined,
+    });
+    try {
+      pods.push(leftoverIn('team', 'gone-team'), ...Array.from({ length: busy }, (_, index) => leftoverIn('busy', `gone-${index}`)));
+      loop.start();
+      await vi.advanceTimersByTimeAsync(100);
+      expect(asked.filter((name) => name === 'gone-team')).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(2_500);
+      expect(deleted.length, "the busy namespace's passes still go on").toBeLessThan(busy);
+      expect(deleted, 'asked again once its 2 s passed').toContain('gone-team');
+      expect(asked.filter((name) => name === 'gone-team')).toHaveLength(2);
+    } finally {
+      loop.stop();
+      await vi.advanceTimersByTimeAsync(20);
+      await loop.settled();
       vi.useRealTimers();
     }
   });

@@ -140,20 +140,24 @@ export class WarmPoolLoop {
   /** The namespace whose unwanted pod the last pass took last: the next pass starts after it. */
   private unwantedServedLast: string | undefined;
   /**
-   * Unwanted pods the last pass left for later (over its limits) in namespaces none of whose
-   * deletes failed in it: the next pass runs at once.
+   * Unwanted pods the last pass left for later (over its limits) in namespaces not held by
+   * unwantedDeleteFailures: the next pass runs at once.
    */
   private unwantedLeft = 0;
   /**
-   * Namespaces a delete of an unwanted pod failed in (a 403 once the operator's RoleBinding there
-   * is gone, a 429, a 5xx) during the passes run at once one after another (unwantedLeft): those
-   * passes leave them alone, and their pods over a pass's share run no pass at once. A failed
-   * pod is picked again at the next pass, so such pods chained passes each right after the
-   * other, every delete failing: about 1 700 DELETEs a second for as long as the API server
-   * refused. Their namespace is asked again in the next pass not run at once: the resync's, a
-   * poke's, or followUp's.
+   * Per namespace: passes in a row in which a delete of an unwanted pod failed there (a 403 once
+   * the operator's RoleBinding there is gone, a 429, a 5xx), and until when no pass asks a delete
+   * there: 2 s after the first, doubling, at most 5 min (FailureBackoff). A failed pod is picked
+   * again at the next pass, and every pass asks a share: held only while passes ran at once
+   * after one another, such a namespace was asked again at every other pass, and run-controller.ts
+   * pokes at every event of any pool-labelled pod, which anyone who may create or patch pods
+   * sends: 10 failing DELETEs per event. Held by time, every pass (at once, poked, the resync,
+   * followUp) leaves it alone until its wait ends, and one namespace held never waits on
+   * another's passes. Cleared by a delete there that did not fail, or once it shows no unwanted pod.
    */
-  private readonly unwantedFailedIn = new Set<string>();
+  private readonly unwantedDeleteFailures = new FailureBackoff();
+  /** The namespaces unwantedDeleteFailures counts: cleared once they show no unwanted pod. */
+  private readonly unwantedDeleteFailedIn = new Set<string>();
   /**
    * The namespaces of the pods with a pool's label that no pool wants, as the last pass's
    * deleteUnwanted saw them: those asked to be deleted and still shown, those whose delete failed
@@ -315,10 +319,7 @@ export class WarmPoolLoop {
    */
   async pass(): Promise<void> {
     // Set again by this pass's deleteUnwanted: a pass that failed before it asks for no other at once.
-    // A pass run at once after the last one leaves alone the namespaces whose deletes failed in the chain.
-    const chained = this.unwantedLeft > 0;
     this.unwantedLeft = 0;
-    if (!chained) this.unwantedFailedIn.clear();
     // Stopped mid-pass, the pass just ends: what it sent stays sent, the rest is the next leader's.
     await this.gate.unlessStopped(
       () => this.keepAll(),
@@ -380,9 +381,9 @@ export class WarmPoolLoop {
    * pods end another's run through the operator. No run can claim it (claimMarks); it goes
    * with its run, or with the garbage collector once the run is gone.
    * At most a few per namespace and pass, some at once, as the cache showed them (a pod
-   * claimed since is left alone); the rest in the passes right after (unwantedLeft), but for a
-   * namespace whose deletes failed (unwantedFailedIn: paced by the resync or followUp), each
+   * claimed since is left alone); the rest in the passes right after (unwantedLeft), each
    * starting with the namespace after the last one served (unwantedServedLast). None in a
+   * namespace whose deletes failed until its backoff ends (unwantedDeleteFailures), nor in a
    * namespace that has not listed: its pods there are not all in the cache.
    */
   private async deleteUnwanted(): Promise<void> {
@@ -412,15 +413,17 @@ export class WarmPoolLoop {
       const changed = pool !== undefined && this.changedAfterMade.has(pod.metadata?.uid ?? '');
       return [{ pod, namespace: pod.metadata!.namespace!, pool, changed, failed: undefined as string | undefined }];
     });
-    const held = this.unwantedFailedIn;
-    const eligible = unwanted.filter((each) => !held.has(each.namespace));
+    const unwantedIn = new Set(unwanted.map((each) => each.namespace));
+    for (const namespace of this.unwantedDeleteFailedIn) if (!unwantedIn.has(namespace)) this.clearUnwantedDeleteFailures(namespace);
+    const eligible = unwanted.filter((each) => !this.unwantedDeleteFailures.holds(each.namespace, now));
     const { now: picked, later, lastNamespace } = pickUnwantedDeletes(eligible, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
     this.unwantedServedLast = lastNamespace;
     this.unwantedShownIn = new Set([
       ...anyNamespace.filter((pod) => !listed(pod.metadata!.namespace!)).map((pod) => pod.metadata!.namespace!),
       ...askedIn,
-      ...unwanted.map((each) => each.namespace),
+      ...unwantedIn,
     ]);
+    const failedIn = new Set<string>();
     await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
       this.gate.check();
       const key = askedKey(each.pod);
@@ -429,18 +432,25 @@ export class WarmPoolLoop {
         await this.deps.gateway.deletePod(each.namespace, each.pod.metadata!.name!, seenAs(each.pod));
       } catch (error) {
         each.failed = error instanceof Error ? error.message : String(error);
-        // Not asked after all (a timeout, a 5xx, a 429): the next pass asks again (the resync's,
-        // or followUp's without pools), not one EXPECTATION_TTL_MS later. Gone (404) or changed
-        // since (409), the cache will show it.
+        // Not asked after all (a timeout, a 5xx, a 429): the first pass once its namespace's
+        // backoff ends asks again, not one EXPECTATION_TTL_MS later. Gone (404) or changed since
+        // (409), the cache will show it.
         if (!isNotFound(error) && !isConflict(error)) {
           this.unwantedAsked.delete(key);
-          held.add(each.namespace);
+          failedIn.add(each.namespace);
         }
       }
     });
-    // The pods over this pass's share go in a pass at once, but for those of a namespace whose
-    // deletes failed (unwantedFailedIn).
-    this.unwantedLeft = later.filter((each) => !held.has(each.namespace)).length;
+    // One failure per namespace and pass, counted from when the answers came: a share of 10 refused
+    // at once is one refusal of the namespace, not 10 doublings of its wait.
+    const answeredAt = this.deps.now?.() ?? Date.now();
+    for (const namespace of new Set(picked.map((each) => each.namespace)))
+      if (failedIn.has(namespace)) {
+        this.unwantedDeleteFailures.fail(namespace, answeredAt);
+        this.unwantedDeleteFailedIn.add(namespace);
+      } else this.clearUnwantedDeleteFailures(namespace);
+    // The pods over this pass's share go in a pass at once, but for those of a namespace whose deletes failed in it.
+    this.unwantedLeft = later.filter((each) => !failedIn.has(each.namespace)).length;
     // One line per pool or namespace and pass, not one per pod: planted pods by the hundred
     // would otherwise flood the log as they flood the cache.
     const group = (each: (typeof unwanted)[number]) => (each.pool ? poolKey(each.pool) : each.namespace);
@@ -480,6 +490,11 @@ export class WarmPoolLoop {
             : 'could not delete pods of a pool no longer configured',
         );
     }
+  }
+
+  private clearUnwantedDeleteFailures(namespace: string): void {
+    this.unwantedDeleteFailures.clear(namespace);
+    this.unwantedDeleteFailedIn.delete(namespace);
   }
 
   /**
