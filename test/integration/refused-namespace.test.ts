@@ -84,7 +84,19 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-refused-'));
   const kubeconfig = join(root, 'operator.kubeconfig');
   writeFileSync(kubeconfig, stringify(config), { mode: 0o600 });
-  operator = startControllerOnlyOperator({ namespaces: [KEPT, CUT], identity: 'op-refused', kubeconfig });
+  // The lease the chart's ConfigMap names: its Role grants get and update on that one by name.
+  const leaseRole = rbac.find(
+    (each) => each.kind === 'Role' && (each.rules as Array<{ resources: string[] }>).some((rule) => rule.resources.includes('leases')),
+  )!;
+  const leaseName = (leaseRole.rules as Array<{ resourceNames?: string[] }>).find((rule) => rule.resourceNames)!.resourceNames![0]!;
+  const operatorConfig = join(root, 'operator-config.yaml');
+  writeFileSync(operatorConfig, stringify({ leaderElection: { leaseName } }));
+  operator = startControllerOnlyOperator({
+    namespaces: [KEPT, CUT],
+    identity: 'op-refused',
+    kubeconfig,
+    env: { CHAMVI_CONFIG: operatorConfig },
+  });
   port = (await operator.waitForLog('operator starting')).port as number;
 }, 120_000);
 
