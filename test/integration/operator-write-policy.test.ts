@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { createIsolationProbeKube } from '../../operator/src/controller/isolation-probe.ts';
@@ -30,6 +29,7 @@ import { claimPatch, warmPoolNetworkPolicy, warmPoolPod, type WarmPoolConfig } f
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlJson, kubectlOk } from '../support/cluster.ts';
 import { applyManifests, deleteManifests, type RenderedManifest } from '../support/egress-proxy-release.ts';
+import { refusalOf, type ApiRefusal } from '../support/admission-refusal.ts';
 import { chartDir, helm } from '../support/helm.ts';
 import { createPodOwnerRun } from '../support/pod-owner-run.ts';
 
@@ -41,7 +41,7 @@ const RUNTIME_CLASS = 'operator-writes-gvisor';
 const pool: WarmPoolConfig = { name: 'pool', namespace: NS, size: 1 };
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
 
-type Refusal = { code: number; message: string } | undefined;
+type Refusal = ApiRefusal | undefined;
 
 /** The policy and its binding (cluster-scoped, removed after the file), and the test's RuntimeClass. */
 let policies: RenderedManifest[] = [];
@@ -52,18 +52,6 @@ let warmPools: WarmPoolGateway;
 let core: CoreV1Api;
 let networking: NetworkingV1Api;
 let run: ParsedCodingRun;
-
-/** undefined when the write went through, else the API server's refusal. */
-async function attempt(write: () => Promise<unknown>): Promise<Refusal> {
-  try {
-    await write();
-    return undefined;
-  } catch (error) {
-    const refusal = apiRefusal(error);
-    if (!refusal) throw error;
-    return refusal;
-  }
-}
 
 let forbiddenCount = 0;
 
@@ -258,26 +246,26 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
   await kubectlOk(['run', `app-pod-${suffix}`, '-n', NS, '--image=busybox', '--', 'sleep', '3600']);
   const managed = { 'app.kubernetes.io/managed-by': 'chamvi-operator' };
   return {
-    'create an unlabelled ConfigMap': await attempt(() =>
+    'create an unlabelled ConfigMap': await refusalOf(() =>
       core.createNamespacedConfigMap({ namespace: NS, body: configMap(`unlabelled-${suffix}`) }),
     ),
-    "rewrite the application's ConfigMap": await attempt(() =>
+    "rewrite the application's ConfigMap": await refusalOf(() =>
       core.replaceNamespacedConfigMap({ namespace: NS, name: `app-config-${suffix}`, body: configMap(`app-config-${suffix}`) }),
     ),
-    "put its label on the application's ConfigMap and rewrite it": await attempt(() =>
+    "put its label on the application's ConfigMap and rewrite it": await refusalOf(() =>
       core.replaceNamespacedConfigMap({
         namespace: NS,
         name: `app-relabel-${suffix}`,
         body: configMap(`app-relabel-${suffix}`, { 'app.kubernetes.io/managed-by': 'chamvi-operator' }),
       }),
     ),
-    "delete the application's ConfigMap": await attempt(() => kube.deleteConfigMap(NS, `app-delete-${suffix}`)),
-    'create a ConfigMap with its label but of no run (aws-auth)': await attempt(() =>
+    "delete the application's ConfigMap": await refusalOf(() => kube.deleteConfigMap(NS, `app-delete-${suffix}`)),
+    'create a ConfigMap with its label but of no run (aws-auth)': await refusalOf(() =>
       core.createNamespacedConfigMap({ namespace: NS, body: configMap(`aws-auth-${suffix}`, managed) }),
     ),
-    "delete the application's pod": await attempt(() => kube.deletePod(NS, `app-pod-${suffix}`)),
-    "delete the application's NetworkPolicy": await attempt(() => kube.deleteNetworkPolicy(NS, `database-${suffix}`)),
-    'create an allow-all NetworkPolicy over the application with its label': await attempt(() =>
+    "delete the application's pod": await refusalOf(() => kube.deletePod(NS, `app-pod-${suffix}`)),
+    "delete the application's NetworkPolicy": await refusalOf(() => kube.deleteNetworkPolicy(NS, `database-${suffix}`)),
+    'create an allow-all NetworkPolicy over the application with its label': await refusalOf(() =>
       networking.createNamespacedNetworkPolicy({
         namespace: NS,
         body: {
@@ -286,7 +274,7 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
         },
       }),
     ),
-    'create an allow-all NetworkPolicy with its label over an isolation probe label': await attempt(() =>
+    'create an allow-all NetworkPolicy with its label over an isolation probe label': await refusalOf(() =>
       networking.createNamespacedNetworkPolicy({
         namespace: NS,
         body: {
@@ -300,7 +288,7 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
         },
       }),
     ),
-    'make its egress policy open to everywhere': await attempt(() =>
+    'make its egress policy open to everywhere': await refusalOf(() =>
       networking.createNamespacedNetworkPolicy({
         namespace: NS,
         body: {
@@ -312,7 +300,7 @@ async function foreignWrites(suffix: string): Promise<Record<string, Refusal>> {
         },
       }),
     ),
-    "widen the application's NetworkPolicy to every pod": await attempt(() =>
+    "widen the application's NetworkPolicy to every pod": await refusalOf(() =>
       networking.replaceNamespacedNetworkPolicy({
         namespace: NS,
         name: `widen-${suffix}`,
@@ -390,11 +378,11 @@ beforeAll(async () => {
 
   // RBAC alone: the operator makes every forbidden pod (its Role has just been bound: retry a moment).
   const deadline = Date.now() + 30_000;
-  while ((await attempt(() => core.listNamespacedPod({ namespace: NS })))?.code === 403 && Date.now() < deadline) {
+  while ((await refusalOf(() => core.listNamespacedPod({ namespace: NS })))?.code === 403 && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   podsBeforePolicy = [];
-  for (const { forge } of forbiddenPods) podsBeforePolicy.push(await attempt(() => kube.createPod(forge(sandboxPod()))));
+  for (const { forge } of forbiddenPods) podsBeforePolicy.push(await refusalOf(() => kube.createPod(forge(sandboxPod()))));
   foreignBeforePolicy = await foreignWrites('before');
   // The open egress policy made by RBAC alone would hold the name the builder's test makes its own under.
   await kubectlOk(['delete', 'networkpolicy', SANDBOX_EGRESS_POLICY, '-n', NS]);
@@ -402,7 +390,7 @@ beforeAll(async () => {
   await applyManifests(policies);
   // A new policy takes a moment to be enforced: wait until a pod of another ServiceAccount is refused.
   for (;;) {
-    const probe = await attempt(() => kube.createPod({ ...sandboxPod(), spec: { ...sandboxPod().spec!, serviceAccountName: 'ci' } }));
+    const probe = await refusalOf(() => kube.createPod({ ...sandboxPod(), spec: { ...sandboxPod().spec!, serviceAccountName: 'ci' } }));
     if (probe?.message.includes(REFUSED)) return;
     if (Date.now() > deadline + 30_000)
       throw new Error(`the operator write policy is not enforced: ${probe?.message ?? 'the pod was created'}`);
@@ -433,7 +421,7 @@ describe("the operator's ServiceAccount against the real API server, with its wr
   });
 
   it("makes a warm pool pod and its deny-all, claims the pod for a run (the pool's patch), and makes an isolation probe pod and policy", async () => {
-    expect(await attempt(() => warmPools.createPoolNetworkPolicy(warmPoolNetworkPolicy(pool)))).toBeUndefined();
+    expect(await refusalOf(() => warmPools.createPoolNetworkPolicy(warmPoolNetworkPolicy(pool)))).toBeUndefined();
     const poolPod = await warmPools.createPoolPod(warmPoolPod(pool, config, run));
     const claimer = await createPodOwnerRun(admin, NS, 'claimer');
     const claimed = await warmPools.claimPod(NS, poolPod.metadata!.name!, claimPatch(claimer, pool, 600, poolPod.metadata!.uid!));
@@ -441,7 +429,7 @@ describe("the operator's ServiceAccount against the real API server, with its wr
 
     const probePod = await core.createNamespacedPod({ namespace: NS, body: buildIsolationProbePod(NS, 'abc123', config, 60) });
     expect(
-      await attempt(() =>
+      await refusalOf(() =>
         networking.createNamespacedNetworkPolicy({ namespace: NS, body: buildIsolationProbePolicy(NS, 'abc123', probePod.metadata!.uid!) }),
       ),
     ).toBeUndefined();
@@ -495,7 +483,7 @@ describe("the operator's ServiceAccount against the real API server, with its wr
       },
     });
     await kubectlOk(['run', 'tenant-probe-label', '-n', NS, '--image=busybox', '--labels=chamvi.dev/isolation-probe=x', '--', 'true']);
-    expect(await attempt(() => probes.deleteNetworkPolicy(NS, 'tenant-probe-label'))).toMatchObject({ code: 403 });
+    expect(await refusalOf(() => probes.deleteNetworkPolicy(NS, 'tenant-probe-label'))).toMatchObject({ code: 403 });
 
     const leftovers = await probes.listLeftovers(NS);
     expect(leftovers.policies).toContain(isolationProbeName('left'));
@@ -548,7 +536,7 @@ describe("the operator's ServiceAccount against the real API server, with its wr
 
   it.each(forbiddenPods)('may not make a pod with $case', async ({ forge, refused }) => {
     const pod = forge(sandboxPod());
-    expect(await attempt(() => kube.createPod(pod))).toEqual({ code: 403, message: expect.stringContaining(refused) });
+    expect(await refusalOf(() => kube.createPod(pod))).toEqual({ code: 403, message: expect.stringContaining(refused) });
     expect((await kubectl(['get', 'pod', pod.metadata!.name!, '-n', NS])).stderr).toMatch(/NotFound/);
   });
 
@@ -557,13 +545,13 @@ describe("the operator's ServiceAccount against the real API server, with its wr
     const relabel = [
       { op: 'add', path: '/metadata/labels', value: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': 'x' } },
     ];
-    expect(await attempt(() => core.patchNamespacedPod({ namespace: NS, name: 'ci-job', body: relabel }))).toEqual({
+    expect(await refusalOf(() => core.patchNamespacedPod({ namespace: NS, name: 'ci-job', body: relabel }))).toEqual({
       code: 403,
       message: expect.stringContaining(`${REFUSED} create and change only pods carrying its label`),
     });
     const own = await warmPools.createPoolPod(warmPoolPod(pool, config, run));
     const strip = [{ op: 'remove', path: '/metadata/labels/app.kubernetes.io~1managed-by' }];
-    expect(await attempt(() => core.patchNamespacedPod({ namespace: NS, name: own.metadata!.name!, body: strip }))).toEqual({
+    expect(await refusalOf(() => core.patchNamespacedPod({ namespace: NS, name: own.metadata!.name!, body: strip }))).toEqual({
       code: 403,
       message: expect.stringContaining(`${REFUSED} create and change only pods carrying its label`),
     });
